@@ -1,0 +1,200 @@
+//! gRPC handlers of `mnemo.v1.MemoryService`. Each handler is thin:
+//! convert the request (`convert`), call the domain (`memory::Memory`), map
+//! the result; errors become `Status` through `error.rs` only. Each request
+//! runs in a span carrying the RPC name, namespace and session id.
+
+pub mod convert;
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use crate::memory::types::SessionFilter;
+use crate::memory::{AppendRequest, Memory, NewSession};
+use crate::pb;
+use crate::pb::memory_service_server::MemoryService;
+
+/// The gRPC face of [`Memory`].
+#[derive(Clone)]
+pub struct MemoryApi {
+    memory: Arc<Memory>,
+}
+
+impl MemoryApi {
+    /// Serves `memory`.
+    pub fn new(memory: Arc<Memory>) -> Self {
+        MemoryApi { memory }
+    }
+}
+
+fn span(rpc: &'static str, namespace: &str, session_id: &str) -> tracing::Span {
+    tracing::info_span!("rpc", rpc, namespace, session_id)
+}
+
+fn non_empty(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn non_zero(n: u64) -> Option<u64> {
+    (n != 0).then_some(n)
+}
+
+#[tonic::async_trait]
+impl MemoryService for MemoryApi {
+    async fn create_session(
+        &self,
+        request: Request<pb::CreateSessionRequest>,
+    ) -> Result<Response<pb::CreateSessionResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("CreateSession", &r.namespace, &r.session_id);
+        async move {
+            let req = NewSession {
+                namespace: r.namespace,
+                session_id: non_empty(r.session_id),
+                subject_id: r.subject_id,
+                title: r.title,
+                metadata: r.metadata.into_iter().collect(),
+                settings: convert::settings_from(r.settings)?,
+            };
+            let s = self.memory.create_session(req).await?;
+            tracing::debug!(session_id = %s.session_id, "session created");
+            Ok(Response::new(pb::CreateSessionResponse {
+                session: Some(s.into()),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn get_session(
+        &self,
+        request: Request<pb::GetSessionRequest>,
+    ) -> Result<Response<pb::GetSessionResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("GetSession", &r.namespace, &r.session_id);
+        async move {
+            let s = self.memory.get_session(&r.namespace, &r.session_id).await?;
+            Ok(Response::new(pb::GetSessionResponse {
+                session: Some(s.into()),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn list_sessions(
+        &self,
+        request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("ListSessions", &r.namespace, "");
+        async move {
+            let filter = SessionFilter {
+                subject_id: non_empty(r.subject_id),
+                state: convert::state_filter(r.state)?,
+            };
+            let page = self
+                .memory
+                .list_sessions(&r.namespace, filter, r.page_size, &r.page_token)
+                .await?;
+            Ok(Response::new(pb::ListSessionsResponse {
+                sessions: page.items.into_iter().map(Into::into).collect(),
+                next_page_token: page.next_page_token.unwrap_or_default(),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn close_session(
+        &self,
+        request: Request<pb::CloseSessionRequest>,
+    ) -> Result<Response<pb::CloseSessionResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("CloseSession", &r.namespace, &r.session_id);
+        async move {
+            let s = self
+                .memory
+                .close_session(&r.namespace, &r.session_id)
+                .await?;
+            Ok(Response::new(pb::CloseSessionResponse {
+                session: Some(s.into()),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        request: Request<pb::DeleteSessionRequest>,
+    ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("DeleteSession", &r.namespace, &r.session_id);
+        async move {
+            let deleted_turns = self
+                .memory
+                .delete_session(&r.namespace, &r.session_id)
+                .await?;
+            Ok(Response::new(pb::DeleteSessionResponse { deleted_turns }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn append_turns(
+        &self,
+        request: Request<pb::AppendTurnsRequest>,
+    ) -> Result<Response<pb::AppendTurnsResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("AppendTurns", &r.namespace, &r.session_id);
+        async move {
+            let turns = r
+                .turns
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| convert::new_turn(i, t))
+                .collect::<Result<Vec<_>, _>>()?;
+            let req = AppendRequest {
+                turns,
+                idempotency_key: non_empty(r.idempotency_key),
+                expected_next_seq: non_zero(r.expected_next_seq),
+            };
+            let out = self
+                .memory
+                .append_turns(&r.namespace, &r.session_id, req)
+                .await?;
+            Ok(Response::new(out.into()))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn list_turns(
+        &self,
+        request: Request<pb::ListTurnsRequest>,
+    ) -> Result<Response<pb::ListTurnsResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("ListTurns", &r.namespace, &r.session_id);
+        async move {
+            let page = self
+                .memory
+                .list_turns(
+                    &r.namespace,
+                    &r.session_id,
+                    r.from_seq,
+                    non_zero(r.to_seq),
+                    r.page_size,
+                    &r.page_token,
+                )
+                .await?;
+            Ok(Response::new(pb::ListTurnsResponse {
+                turns: page.items.into_iter().map(Into::into).collect(),
+                next_page_token: page.next_page_token.unwrap_or_default(),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+}

@@ -1,0 +1,179 @@
+//! Typed configuration of the daemon. Precedence, lowest first: built-in
+//! defaults < TOML config file < environment variables < command-line
+//! flags. Environment and flags arrive together through clap (`Overrides`);
+//! `Config::resolve` applies them over the file.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Which storage engine to run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// Embedded sled database in `data_dir` (durable; the default).
+    Sled,
+    /// In process memory only: nothing survives a restart.
+    Memory,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Limits that keep every request and queue bounded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest gRPC message accepted or sent, in bytes.
+    pub max_message_bytes: usize,
+    /// Most turns in one AppendTurns call.
+    pub max_turns_per_append: usize,
+    /// Most bytes of content plus tool-call text in one turn.
+    pub max_turn_bytes: usize,
+    /// Largest page a list call returns.
+    pub max_page_size: u32,
+    /// Requests that may wait for the group-commit thread at once.
+    pub sync_queue: usize,
+    /// Concurrent HTTP/2 streams per client connection.
+    pub max_concurrent_streams: u32,
+    /// Requests in flight per connection; more wait in the connection.
+    pub concurrency_per_connection: usize,
+    /// Server-side time limit for one request, in seconds.
+    pub request_timeout_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_bytes: 4 * 1024 * 1024,
+            max_turns_per_append: 256,
+            max_turn_bytes: 1024 * 1024,
+            max_page_size: 1000,
+            sync_queue: 4096,
+            max_concurrent_streams: 256,
+            concurrency_per_connection: 256,
+            request_timeout_secs: 30,
+        }
+    }
+}
+
+/// The daemon's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on (`MNEMO_LISTEN`).
+    pub listen: SocketAddr,
+    /// Directory of the sled database (`MNEMO_DATA_DIR`).
+    pub data_dir: PathBuf,
+    /// Storage engine.
+    pub store: StoreKind,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Request and queue limits.
+    pub limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            data_dir: PathBuf::from("./mnemo-data"),
+            store: StoreKind::Sled,
+            log_format: LogFormat::Text,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Values from the environment and the command line; `None` = not given.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Overrides {
+    /// TOML config file.
+    #[arg(long, env = "MNEMO_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:50051].
+    #[arg(long, env = "MNEMO_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Data directory [default: ./mnemo-data].
+    #[arg(long, env = "MNEMO_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Storage engine [default: sled].
+    #[arg(long, env = "MNEMO_STORE", value_enum)]
+    pub store: Option<StoreKind>,
+    /// Log format [default: text].
+    #[arg(long, env = "MNEMO_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+impl Config {
+    /// Parses a TOML config file; missing keys keep their defaults.
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::invalid(format!("cannot read config file {}: {e}", path.display()))
+        })?;
+        toml::from_str(&text)
+            .map_err(|e| Error::invalid(format!("invalid config file {}: {e}", path.display())))
+    }
+
+    /// Defaults, then the file named in `overrides` (if any), then the
+    /// overrides themselves.
+    pub fn resolve(overrides: &Overrides) -> Result<Config> {
+        let mut c = match &overrides.config {
+            Some(p) => Config::from_file(p)?,
+            None => Config::default(),
+        };
+        if let Some(v) = overrides.listen {
+            c.listen = v;
+        }
+        if let Some(v) = &overrides.data_dir {
+            c.data_dir = v.clone();
+        }
+        if let Some(v) = overrides.store {
+            c.store = v;
+        }
+        if let Some(v) = overrides.log_format {
+            c.log_format = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Rejects limits that would make the daemon unusable.
+    pub fn validate(&self) -> Result<()> {
+        let l = &self.limits;
+        if l.max_message_bytes < 64 * 1024 {
+            return Err(Error::invalid(
+                "limits.max_message_bytes must be at least 65536",
+            ));
+        }
+        if l.max_turn_bytes == 0 || l.max_turn_bytes > l.max_message_bytes {
+            return Err(Error::invalid(
+                "limits.max_turn_bytes must be between 1 and limits.max_message_bytes",
+            ));
+        }
+        if l.max_turns_per_append == 0 || l.max_page_size == 0 || l.sync_queue == 0 {
+            return Err(Error::invalid(
+                "limits.max_turns_per_append, limits.max_page_size and limits.sync_queue must be positive",
+            ));
+        }
+        if l.max_concurrent_streams == 0
+            || l.concurrency_per_connection == 0
+            || l.request_timeout_secs == 0
+        {
+            return Err(Error::invalid(
+                "limits.max_concurrent_streams, limits.concurrency_per_connection and limits.request_timeout_secs must be positive",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,91 @@
+//! The one error type of mnemo's library, named after what the caller can do
+//! about it, and its single mapping to a gRPC `Status`. Every layer returns
+//! this type; only `From<Error> for tonic::Status` decides status codes.
+
+use std::fmt;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, grouped by what the caller should do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed or over a limit; fix it before retrying.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The named thing does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The named thing already exists.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// The target's state forbids the operation (e.g. a closed session).
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// An optimistic-concurrency check failed; re-read and retry.
+    #[error("{0}")]
+    Aborted(String),
+    /// A server resource or limit is exhausted; retry later or send less.
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// Stored data failed verification (checksum or decoding). The message
+    /// names the session; other sessions are unaffected.
+    #[error("{0}")]
+    DataLoss(String),
+    /// The storage engine failed (I/O error, disk full); the operation may
+    /// be retried once the cause is fixed.
+    #[error("storage error: {0}")]
+    Storage(String),
+    /// A bug or an unexpected condition inside mnemo.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// Shorthand for [`Error::InvalidArgument`] from anything displayable.
+    pub fn invalid(msg: impl fmt::Display) -> Self {
+        Error::InvalidArgument(msg.to_string())
+    }
+
+    /// A session that does not exist.
+    pub fn session_not_found(namespace: &str, session_id: &str) -> Self {
+        Error::NotFound(format!(
+            "session {session_id:?} not found in namespace {namespace:?}"
+        ))
+    }
+}
+
+impl From<sled::Error> for Error {
+    fn from(e: sled::Error) -> Self {
+        match e {
+            sled::Error::Corruption { at, .. } => {
+                Error::DataLoss(format!("storage engine reports corruption at {at:?}"))
+            }
+            other => Error::Storage(other.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Storage(e.to_string())
+    }
+}
+
+impl From<Error> for tonic::Status {
+    fn from(e: Error) -> Self {
+        use tonic::Code;
+        let code = match &e {
+            Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::NotFound(_) => Code::NotFound,
+            Error::AlreadyExists(_) => Code::AlreadyExists,
+            Error::FailedPrecondition(_) => Code::FailedPrecondition,
+            Error::Aborted(_) => Code::Aborted,
+            Error::ResourceExhausted(_) => Code::ResourceExhausted,
+            Error::DataLoss(_) => Code::DataLoss,
+            Error::Storage(_) => Code::Unavailable,
+            Error::Internal(_) => Code::Internal,
+        };
+        tonic::Status::new(code, e.to_string())
+    }
+}

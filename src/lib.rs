@@ -1,0 +1,27 @@
+//! mnemo: a persistent memory daemon for AI agents.
+//!
+//! The map, one line per module:
+//! - [`config`]: typed configuration (defaults < file < env < flags).
+//! - [`error`]: the one error type and its mapping to gRPC status codes.
+//! - [`pb`]: code generated from `proto/mnemo/v1` (the public contract).
+//! - [`server`]: the daemon: listener, limits, health, reflection, shutdown.
+//! - [`api`]: thin gRPC handlers: convert, call the domain, map errors.
+//! - [`memory`]: the domain: sessions, turns, validation, pagination.
+//! - [`store`]: the `Store` trait, sled and in-memory stores, key layout,
+//!   checksummed records and group commit.
+//! - [`tokens`]: token counting (linear-time BPE, tiktoken-identical).
+//! - [`cli`]: the `mnemo` command line (serve and client subcommands).
+
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod memory;
+pub mod pb;
+pub mod server;
+pub mod store;
+pub mod tokens;
+
+pub use error::{Error, Result};

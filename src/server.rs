@@ -1,0 +1,140 @@
+//! The daemon: opens the store, builds the gRPC server (limits, health,
+//! reflection) and serves on an injected listener until an injected
+//! shutdown future resolves; then it drains in-flight requests and syncs
+//! the store. Tests bind `127.0.0.1:0` and pass their own shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::codegen::http;
+
+use crate::api::MemoryApi;
+use crate::config::{Config, StoreKind};
+use crate::error::{Error, Result};
+use crate::memory::Memory;
+use crate::pb;
+use crate::pb::memory_service_server::MemoryServiceServer;
+use crate::store::{MemoryStore, SledStore, Store};
+
+/// An opened daemon, ready to serve.
+pub struct Daemon {
+    config: Config,
+    memory: Arc<Memory>,
+}
+
+impl Daemon {
+    /// Opens the configured store (failing clearly if the data directory is
+    /// held by another process or unusable) and warms the tokenizers.
+    pub async fn open(config: Config) -> Result<Daemon> {
+        config.validate()?;
+        let cfg = config.clone();
+        let store: Arc<dyn Store> =
+            tokio::task::spawn_blocking(move || -> Result<Arc<dyn Store>> {
+                crate::tokens::warm_up();
+                Ok(match cfg.store {
+                    StoreKind::Sled => Arc::new(SledStore::open(&cfg.data_dir)?),
+                    StoreKind::Memory => Arc::new(MemoryStore::new()),
+                })
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("store open task failed: {e}")))??;
+        let memory = Arc::new(Memory::new(store, config.limits.clone())?);
+        Ok(Daemon { config, memory })
+    }
+
+    /// The domain layer (tests read its group-commit counters).
+    pub fn memory(&self) -> &Arc<Memory> {
+        &self.memory
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then stops accepting,
+    /// waits for in-flight requests, and makes every write durable.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<()> {
+        let limits = &self.config.limits;
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_serving::<MemoryServiceServer<MemoryApi>>().await;
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(|e| Error::Internal(format!("cannot build reflection service: {e}")))?;
+        let memory_service = MemoryServiceServer::new(MemoryApi::new(self.memory.clone()))
+            .max_decoding_message_size(limits.max_message_bytes)
+            .max_encoding_message_size(limits.max_message_bytes);
+
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::Internal(format!("listener has no address: {e}")))?;
+        tracing::info!(%addr, store = ?self.config.store, data_dir = %self.config.data_dir.display(), "mnemo listening on {addr}");
+
+        tonic::transport::Server::builder()
+            .layer(tower::util::MapResponseLayer::new(
+                oversize_is_resource_exhausted as fn(_) -> _,
+            ))
+            .concurrency_limit_per_connection(limits.concurrency_per_connection)
+            .max_concurrent_streams(limits.max_concurrent_streams)
+            .timeout(Duration::from_secs(limits.request_timeout_secs))
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(memory_service)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+            .await
+            .map_err(|e| Error::Internal(format!("server failed: {e}")))?;
+
+        tracing::info!("shutting down: in-flight requests done, syncing the store");
+        self.memory.sync().await?;
+        tracing::info!("store synced; bye");
+        Ok(())
+    }
+}
+
+/// tonic reports a request over `max_decoding_message_size` as OUT_OF_RANGE;
+/// gRPC's convention (and mnemo's contract) is RESOURCE_EXHAUSTED. mnemo
+/// never returns OUT_OF_RANGE itself, so the rewrite is unambiguous.
+fn oversize_is_resource_exhausted(
+    mut resp: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    let out_of_range = http::HeaderValue::from_static("11");
+    if resp.headers().get("grpc-status") == Some(&out_of_range) {
+        resp.headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+    resp
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("SIGINT received"),
+        () = term => tracing::info!("SIGTERM received"),
+    }
+}

@@ -1,0 +1,126 @@
+//! The on-disk key layout, in one place. All of mnemo's records live in one
+//! ordered keyspace (the sled tree `memory`), so that a session's records
+//! are contiguous and its turns are a range scan by seq.
+//!
+//! ```text
+//! S <ns> 0x00 <session_id>                         -> Session
+//! T <ns> 0x00 <session_id> 0x00 <seq: u64 BE>      -> Turn
+//! I <ns> 0x00 <session_id> 0x00 <idempotency_key>  -> IdempotencyRecord
+//! U <ns> 0x00 <subject_id> 0x00 <session_id>       -> (empty) subject index
+//! ```
+//!
+//! Invariant relied on for prefix scans: namespaces, session ids and
+//! subject ids never contain 0x00 (validation rejects control characters).
+//! Big-endian seqs sort numerically. Values are checksummed envelopes (see
+//! `codec`).
+
+/// Tag byte of session records.
+pub const SESSION: u8 = b'S';
+/// Tag byte of turn records.
+pub const TURN: u8 = b'T';
+/// Tag byte of idempotency records.
+pub const IDEMPOTENCY: u8 = b'I';
+/// Tag byte of the subject index.
+pub const SUBJECT: u8 = b'U';
+
+fn key(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+    let len = 1 + parts.iter().map(|p| p.len() + 1).sum::<usize>();
+    let mut k = Vec::with_capacity(len);
+    k.push(tag);
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            k.push(0);
+        }
+        k.extend_from_slice(p);
+    }
+    k
+}
+
+/// Key of a session record.
+pub fn session(ns: &str, session_id: &str) -> Vec<u8> {
+    key(SESSION, &[ns.as_bytes(), session_id.as_bytes()])
+}
+
+/// Prefix of every session record of a namespace.
+pub fn sessions_of(ns: &str) -> Vec<u8> {
+    let mut k = key(SESSION, &[ns.as_bytes()]);
+    k.push(0);
+    k
+}
+
+/// Key of turn `seq` of a session.
+pub fn turn(ns: &str, session_id: &str, seq: u64) -> Vec<u8> {
+    key(
+        TURN,
+        &[ns.as_bytes(), session_id.as_bytes(), &seq.to_be_bytes()],
+    )
+}
+
+/// Prefix of every turn of a session.
+pub fn turns_of(ns: &str, session_id: &str) -> Vec<u8> {
+    let mut k = key(TURN, &[ns.as_bytes(), session_id.as_bytes()]);
+    k.push(0);
+    k
+}
+
+/// Key of an idempotency record.
+pub fn idempotency(ns: &str, session_id: &str, idem_key: &str) -> Vec<u8> {
+    key(
+        IDEMPOTENCY,
+        &[ns.as_bytes(), session_id.as_bytes(), idem_key.as_bytes()],
+    )
+}
+
+/// Prefix of every idempotency record of a session.
+pub fn idempotency_of(ns: &str, session_id: &str) -> Vec<u8> {
+    let mut k = key(IDEMPOTENCY, &[ns.as_bytes(), session_id.as_bytes()]);
+    k.push(0);
+    k
+}
+
+/// Key of a subject-index entry.
+pub fn subject(ns: &str, subject_id: &str, session_id: &str) -> Vec<u8> {
+    key(
+        SUBJECT,
+        &[ns.as_bytes(), subject_id.as_bytes(), session_id.as_bytes()],
+    )
+}
+
+/// Prefix of the subject-index entries of one subject.
+pub fn subject_of(ns: &str, subject_id: &str) -> Vec<u8> {
+    let mut k = key(SUBJECT, &[ns.as_bytes(), subject_id.as_bytes()]);
+    k.push(0);
+    k
+}
+
+/// The last component of a key (after the final 0x00), e.g. the session id
+/// of a session or subject-index key.
+pub fn last_component(key: &[u8]) -> &[u8] {
+    match key.iter().rposition(|b| *b == 0) {
+        Some(i) => &key[i + 1..],
+        None => key,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turns_sort_by_seq_and_stay_inside_their_session() {
+        let a = turn("ns", "s", 2);
+        let b = turn("ns", "s", 10);
+        let c = turn("ns", "s", 256);
+        assert!(a < b && b < c);
+        let p = turns_of("ns", "s");
+        assert!(a.starts_with(&p) && c.starts_with(&p));
+        // A session whose id extends another's is not inside its prefix.
+        assert!(!turn("ns", "s2", 1).starts_with(&p));
+    }
+
+    #[test]
+    fn last_component_extracts_ids() {
+        assert_eq!(last_component(&session("ns", "abc")), b"abc");
+        assert_eq!(last_component(&subject("ns", "u", "sid")), b"sid");
+    }
+}
