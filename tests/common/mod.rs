@@ -1,0 +1,262 @@
+//! Test support: `TestServer` runs the real daemon in-process on
+//! `127.0.0.1:0` with a temporary data directory and a real gRPC client;
+//! `Binary` runs the compiled `mnemo` executable as a child process.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use mnemo::config::{Config, StoreKind};
+use mnemo::memory::Memory;
+use mnemo::pb;
+use mnemo::pb::memory_service_client::MemoryServiceClient;
+use mnemo::server::Daemon;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+
+/// A daemon serving on a loopback port until `stop`.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub memory: Arc<Memory>,
+    pub data_dir: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<mnemo::Result<()>>>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl TestServer {
+    /// A server on a fresh temporary sled data directory.
+    pub async fn start() -> TestServer {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("data");
+        let mut s = Self::start_with(config_for(&dir)).await;
+        s._tmp = Some(tmp);
+        s
+    }
+
+    /// A server with a given config (its data_dir is the caller's).
+    pub async fn start_with(config: Config) -> TestServer {
+        let data_dir = config.data_dir.clone();
+        let daemon = Daemon::open(config).await.expect("daemon opens");
+        let memory = daemon.memory().clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(daemon.serve(listener, async {
+            let _ = rx.await;
+        }));
+        TestServer {
+            addr,
+            memory,
+            data_dir,
+            stop: Some(tx),
+            task: Some(task),
+            _tmp: None,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(self.url())
+            .expect("valid url")
+            .connect()
+            .await
+            .expect("connect")
+    }
+
+    pub async fn client(&self) -> MemoryServiceClient<Channel> {
+        MemoryServiceClient::new(self.channel().await).max_decoding_message_size(64 << 20)
+    }
+
+    /// Graceful shutdown; returns the temp dir so a restart can reuse it.
+    pub async fn stop(mut self) -> Option<tempfile::TempDir> {
+        self.shutdown().await;
+        self._tmp.take()
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await
+                .expect("server task")
+                .expect("server exits cleanly");
+        }
+    }
+
+    /// Stops and starts again on the same data directory.
+    pub async fn restart(self) -> TestServer {
+        let dir = self.data_dir.clone();
+        let tmp = self.stop().await;
+        let mut s = Self::start_with(config_for(&dir)).await;
+        s._tmp = tmp;
+        s
+    }
+}
+
+/// The default config on a given sled directory.
+pub fn config_for(dir: &Path) -> Config {
+    Config {
+        data_dir: dir.to_path_buf(),
+        store: StoreKind::Sled,
+        ..Config::default()
+    }
+}
+
+pub async fn create_session(
+    c: &mut MemoryServiceClient<Channel>,
+    ns: &str,
+    id: &str,
+) -> pb::Session {
+    c.create_session(pb::CreateSessionRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+        ..Default::default()
+    })
+    .await
+    .expect("create session")
+    .into_inner()
+    .session
+    .expect("session in response")
+}
+
+pub fn user_turn(content: &str) -> pb::NewTurn {
+    pb::NewTurn {
+        role: pb::Role::User as i32,
+        speaker: "user:1".into(),
+        content: content.into(),
+        ..Default::default()
+    }
+}
+
+pub fn append_req(ns: &str, id: &str, turns: Vec<pb::NewTurn>) -> pb::AppendTurnsRequest {
+    pb::AppendTurnsRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+        turns,
+        ..Default::default()
+    }
+}
+
+/// Every turn of a session, following pagination.
+pub async fn all_turns(c: &mut MemoryServiceClient<Channel>, ns: &str, id: &str) -> Vec<pb::Turn> {
+    let mut out = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = c
+            .list_turns(pb::ListTurnsRequest {
+                namespace: ns.into(),
+                session_id: id.into(),
+                page_size: 1000,
+                page_token: token,
+                ..Default::default()
+            })
+            .await
+            .expect("list turns")
+            .into_inner();
+        out.extend(page.turns);
+        if page.next_page_token.is_empty() {
+            return out;
+        }
+        token = page.next_page_token;
+    }
+}
+
+pub async fn get_session(
+    c: &mut MemoryServiceClient<Channel>,
+    ns: &str,
+    id: &str,
+) -> Result<pb::Session, tonic::Status> {
+    c.get_session(pb::GetSessionRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+    })
+    .await
+    .map(|r| r.into_inner().session.expect("session in response"))
+}
+
+/// The compiled `mnemo` binary running `serve` as a child process.
+pub struct Binary {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Binary {
+    /// Starts `mnemo serve` on `127.0.0.1:0` over `data_dir`, optionally
+    /// wrapped in another command (e.g. strace), and waits for the
+    /// "listening" log line to learn the port.
+    pub fn start(data_dir: &Path, wrapper: &[&str]) -> Binary {
+        let exe = env!("CARGO_BIN_EXE_mnemo");
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env("MNEMO_LOG", "info")
+            .env_remove("MNEMO_CONFIG")
+            .env_remove("MNEMO_LISTEN")
+            .env_remove("MNEMO_DATA_DIR")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn mnemo");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent {
+                    if let Some(rest) = line.split("mnemo listening on ").nth(1) {
+                        let addr = rest
+                            .split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_string();
+                        let _ = tx.send(addr);
+                        sent = true;
+                    }
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("daemon reports its address")
+            .parse()
+            .expect("address parses");
+        Binary { child, addr }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        self.child.wait().expect("reap")
+    }
+}
