@@ -50,6 +50,8 @@ pub struct Limits {
     pub concurrency_per_connection: usize,
     /// Server-side time limit for one request, in seconds.
     pub request_timeout_secs: u64,
+    /// At shutdown, how long in-flight requests may take to finish.
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for Limits {
@@ -63,6 +65,7 @@ impl Default for Limits {
             max_concurrent_streams: 256,
             concurrency_per_connection: 256,
             request_timeout_secs: 30,
+            shutdown_grace_secs: 10,
         }
     }
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::codegen::http;
 
 use crate::api::MemoryApi;
@@ -45,7 +44,7 @@ impl Daemon {
         Ok(Daemon { config, memory })
     }
 
-    /// The domain layer (tests read its group-commit counters).
+    /// The domain layer. Holding a clone past `serve` keeps the store open.
     pub fn memory(&self) -> &Arc<Memory> {
         &self.memory
     }
@@ -72,9 +71,35 @@ impl Daemon {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::Internal(format!("listener has no address: {e}")))?;
-        tracing::info!(%addr, store = ?self.config.store, data_dir = %self.config.data_dir.display(), "mnemo listening on {addr}");
+        tracing::info!(
+            %addr,
+            pid = std::process::id(),
+            store = ?self.config.store,
+            data_dir = %self.config.data_dir.display(),
+            "mnemo listening on {addr}"
+        );
+        // Without TCP_NODELAY a small reply can wait ~40 ms for a delayed
+        // ACK (Nagle); tonic does not set it on an injected listener.
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        // Shutdown: stop accepting and drain, but no longer than the grace
+        // period, so a client that keeps its connection open cannot hold
+        // the daemon (and its data directory) forever.
+        let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+        let signal = async move {
+            shutdown.await;
+            let _ = stopping_tx.send(());
+        };
+        let grace = Duration::from_secs(limits.shutdown_grace_secs);
+        let grace_expired = async move {
+            if stopping_rx.await.is_ok() {
+                tokio::time::sleep(grace).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
 
-        tonic::transport::Server::builder()
+        let server = tonic::transport::Server::builder()
             .layer(tower::util::MapResponseLayer::new(
                 oversize_is_resource_exhausted as fn(_) -> _,
             ))
@@ -86,13 +111,29 @@ impl Daemon {
             .add_service(health_service)
             .add_service(reflection)
             .add_service(memory_service)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
-            .await
-            .map_err(|e| Error::Internal(format!("server failed: {e}")))?;
+            .serve_with_incoming_shutdown(incoming, signal);
+        tokio::select! {
+            r = server => r.map_err(|e| Error::Internal(format!("server failed: {e}")))?,
+            () = grace_expired => tracing::warn!(
+                grace_secs = grace.as_secs(),
+                "shutdown grace period expired; dropping connections still open"
+            ),
+        }
 
         tracing::info!("shutting down: in-flight requests done, syncing the store");
         self.memory.sync().await?;
-        tracing::info!("store synced; bye");
+        // Close the store before returning, so the data directory's lock is
+        // released when `serve` returns (a restart in the same process
+        // depends on it).
+        match Arc::try_unwrap(self.memory) {
+            Ok(memory) => tokio::task::spawn_blocking(move || drop(memory))
+                .await
+                .map_err(|e| Error::Internal(format!("closing the store failed: {e}")))?,
+            Err(_) => tracing::warn!(
+                "store still referenced at shutdown; it closes when the last user drops it"
+            ),
+        }
+        tracing::info!("store synced and closed; bye");
         Ok(())
     }
 }

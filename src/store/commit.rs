@@ -15,10 +15,11 @@ use crate::error::{Error, Result};
 
 type Waiter = oneshot::Sender<Result<()>>;
 
-/// Handle to the sync thread. Cloning shares the thread.
-#[derive(Clone)]
+/// Owner of the sync thread. Dropping it stops and joins the thread, which
+/// releases the thread's reference to the store.
 pub struct GroupCommit {
-    tx: mpsc::Sender<Waiter>,
+    tx: Option<mpsc::Sender<Waiter>>,
+    thread: Option<std::thread::JoinHandle<()>>,
     stats: Arc<Stats>,
 }
 
@@ -33,22 +34,29 @@ pub struct Stats {
 
 impl GroupCommit {
     /// Starts the sync thread for `store` with a queue of `queue` waiters.
-    /// The thread ends when every handle is dropped.
     pub fn start(store: Arc<dyn Store>, queue: usize) -> Result<Self> {
         let (tx, rx) = mpsc::channel(queue.max(1));
         let stats = Arc::new(Stats::default());
         let thread_stats = stats.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("mnemo-sync".into())
             .spawn(move || run(store, rx, thread_stats))
             .map_err(|e| Error::Internal(format!("cannot start the sync thread: {e}")))?;
-        Ok(GroupCommit { tx, stats })
+        Ok(GroupCommit {
+            tx: Some(tx),
+            thread: Some(thread),
+            stats,
+        })
     }
 
     /// Waits until every write that returned before this call is durable.
     pub async fn durable(&self) -> Result<()> {
         let (tx, rx) = oneshot::channel();
-        self.tx
+        let sender = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| Error::Internal("the sync thread has stopped".into()))?;
+        sender
             .send(tx)
             .await
             .map_err(|_| Error::Internal("the sync thread has stopped".into()))?;
@@ -56,9 +64,22 @@ impl GroupCommit {
             .map_err(|_| Error::Internal("the sync thread dropped a request".into()))?
     }
 
-    /// The thread's counters.
-    pub fn stats(&self) -> &Stats {
-        &self.stats
+    /// The thread's counters, shareable beyond the commit's lifetime.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+}
+
+impl Drop for GroupCommit {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop after it answers
+        // whatever is queued.
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                tracing::error!("the sync thread panicked");
+            }
+        }
     }
 }
 

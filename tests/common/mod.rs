@@ -10,10 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use mnemo::config::{Config, StoreKind};
-use mnemo::memory::Memory;
 use mnemo::pb;
 use mnemo::pb::memory_service_client::MemoryServiceClient;
 use mnemo::server::Daemon;
+use mnemo::store::commit::Stats;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
@@ -21,7 +21,7 @@ use tonic::transport::Channel;
 /// A daemon serving on a loopback port until `stop`.
 pub struct TestServer {
     pub addr: SocketAddr,
-    pub memory: Arc<Memory>,
+    pub commit_stats: Arc<Stats>,
     pub data_dir: PathBuf,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<mnemo::Result<()>>>,
@@ -42,7 +42,7 @@ impl TestServer {
     pub async fn start_with(config: Config) -> TestServer {
         let data_dir = config.data_dir.clone();
         let daemon = Daemon::open(config).await.expect("daemon opens");
-        let memory = daemon.memory().clone();
+        let commit_stats = daemon.memory().commit().stats();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -53,7 +53,7 @@ impl TestServer {
         }));
         TestServer {
             addr,
-            memory,
+            commit_stats,
             data_dir,
             stop: Some(tx),
             task: Some(task),
@@ -189,6 +189,8 @@ pub async fn get_session(
 pub struct Binary {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The daemon's own pid (differs from the child's under a wrapper).
+    pub pid: u32,
 }
 
 impl Binary {
@@ -220,6 +222,9 @@ impl Binary {
             let mut sent = false;
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
+                if std::env::var_os("MNEMO_TEST_LOG").is_some() {
+                    eprintln!("[daemon] {line}");
+                }
                 if !sent {
                     if let Some(rest) = line.split("mnemo listening on ").nth(1) {
                         let addr = rest
@@ -227,18 +232,25 @@ impl Binary {
                             .next()
                             .unwrap_or_default()
                             .to_string();
-                        let _ = tx.send(addr);
+                        let pid = rest
+                            .split_whitespace()
+                            .find_map(|w| w.strip_prefix("pid="))
+                            .unwrap_or_default()
+                            .to_string();
+                        let _ = tx.send((addr, pid));
                         sent = true;
                     }
                 }
             }
         });
-        let addr = rx
+        let (addr, pid) = rx
             .recv_timeout(std::time::Duration::from_secs(60))
-            .expect("daemon reports its address")
-            .parse()
-            .expect("address parses");
-        Binary { child, addr }
+            .expect("daemon reports its address");
+        Binary {
+            child,
+            addr: addr.parse().expect("address parses"),
+            pid: pid.parse().expect("pid parses"),
+        }
     }
 
     pub fn url(&self) -> String {

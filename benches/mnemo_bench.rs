@@ -1,0 +1,900 @@
+//! Benchmarks of mnemo's two hot paths, each next to a baseline measured in
+//! the same run on the same machine and disk:
+//!
+//! - `append`: `AppendTurns` with one ~200-byte turn through the real daemon
+//!   (in-process, gRPC on 127.0.0.1) at 1, 16 and 64 concurrent appenders,
+//!   each on its own session, and 16 appenders sharing one session. Reports
+//!   p50/p99 latency, turns/s and syncs per append (group-commit counters).
+//!   Baselines: a raw sled insert + flush + fdatasync loop, and a raw
+//!   write + fdatasync loop on a plain file.
+//! - `tokens`: cl100k_base counting throughput of `mnemo::tokens` against
+//!   tiktoken-rs on a generated ~1 MB English-ish corpus; one character
+//!   repeated (the case where tiktoken is quadratic); and `count_turn` on
+//!   ~200-byte turns.
+//!
+//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|all]` (default
+//! `all`). Prints Markdown tables and writes every figure to
+//! `target/bench/mnemo_bench.json`. This measures, it does not test: nothing
+//! asserts on timing. Every loop stops at a count or a time limit, whichever
+//! comes first. MB means 10^6 bytes.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+fn main() {
+    let which = match Which::from_args() {
+        Ok(w) => w,
+        Err(arg) => {
+            eprintln!("unknown benchmark {arg:?}: use append, tokens or all");
+            std::process::exit(2);
+        }
+    };
+    let mut figures = serde_json::Map::new();
+    figures.insert("meta".into(), to_json(&Meta::now()));
+    if which != Which::Tokens {
+        let report = append::run();
+        report.print();
+        figures.insert("append".into(), to_json(&report));
+    }
+    if which != Which::Append {
+        let report = tokens::run();
+        report.print();
+        figures.insert("tokens".into(), to_json(&report));
+    }
+    write_json(&serde_json::Value::Object(figures));
+}
+
+/// Which benchmarks to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Append,
+    Tokens,
+    All,
+}
+
+impl Which {
+    /// cargo passes flags such as `--bench` to a harness-less bench; the
+    /// first bare word chooses.
+    fn from_args() -> Result<Which, String> {
+        match std::env::args()
+            .skip(1)
+            .find(|a| !a.starts_with('-'))
+            .as_deref()
+        {
+            None | Some("all") => Ok(Which::All),
+            Some("append") => Ok(Which::Append),
+            Some("tokens") => Ok(Which::Tokens),
+            Some(other) => Err(other.to_owned()),
+        }
+    }
+}
+
+/// The conditions of a run, stored with its figures.
+#[derive(Serialize)]
+struct Meta {
+    unix_time_secs: u64,
+    cpus: usize,
+    scratch_dir: String,
+    max_ops_per_case: u64,
+    max_seconds_per_case: u64,
+    turn_bytes: usize,
+    appenders_per_channel: usize,
+}
+
+impl Meta {
+    fn now() -> Meta {
+        Meta {
+            unix_time_secs: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            scratch_dir: std::env::temp_dir().display().to_string(),
+            max_ops_per_case: measure::MAX_OPS,
+            max_seconds_per_case: measure::MAX_TIME.as_secs(),
+            turn_bytes: text::TURN_BYTES,
+            appenders_per_channel: append::APPENDERS_PER_CHANNEL,
+        }
+    }
+}
+
+fn to_json(value: &impl Serialize) -> serde_json::Value {
+    // Plain structs of numbers and strings always serialize.
+    serde_json::to_value(value).expect("bench results are plain data")
+}
+
+/// `$CARGO_TARGET_DIR/bench/mnemo_bench.json`, or under `./target`.
+fn write_json(value: &serde_json::Value) {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let dir = target.join("bench");
+    std::fs::create_dir_all(&dir).expect("cannot create the bench output directory");
+    let path = dir.join("mnemo_bench.json");
+    let text = serde_json::to_string_pretty(value).expect("a JSON value always serializes");
+    std::fs::write(&path, text + "\n").expect("cannot write the bench JSON");
+    println!("\nfigures written to {}", path.display());
+}
+
+/// A figure derived from others (a ratio or a rate).
+#[derive(Serialize)]
+struct Derived {
+    name: String,
+    value: f64,
+}
+
+impl Derived {
+    fn new(name: &str, value: f64) -> Derived {
+        Derived {
+            name: name.to_owned(),
+            value,
+        }
+    }
+}
+
+/// `a / b`, NaN (JSON `null`) when `b` is zero.
+fn ratio(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        f64::NAN
+    } else {
+        a / b
+    }
+}
+
+fn print_derived(figures: &[Derived]) {
+    println!("\n| figure | value |\n|---|---:|");
+    for f in figures {
+        println!("| {} | {:.2} |", f.name, f.value);
+    }
+}
+
+/// Latency histograms, operation budgets and the result of one loop.
+mod measure {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    use hdrhistogram::Histogram;
+    use serde::Serialize;
+
+    /// Every measured loop stops after this many operations in total...
+    pub const MAX_OPS: u64 = 2000;
+    /// ...or once this much time has passed, whichever comes first.
+    pub const MAX_TIME: Duration = Duration::from_secs(10);
+
+    /// Latencies in microseconds, 1 µs to 60 s, three significant digits.
+    pub fn histogram() -> Histogram<u64> {
+        // Constant bounds that satisfy hdrhistogram's rules (low >= 1,
+        // high >= 2 * low, sigfig <= 5).
+        Histogram::new_with_bounds(1, 60_000_000, 3).expect("constant bounds are valid")
+    }
+
+    pub fn record(hist: &mut Histogram<u64>, elapsed: Duration) {
+        hist.saturating_record(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+    }
+
+    /// Hands out operations to concurrent workers until `MAX_OPS` are
+    /// taken or `MAX_TIME` has passed.
+    pub struct Budget {
+        taken: AtomicU64,
+        deadline: Instant,
+    }
+
+    impl Budget {
+        pub fn new() -> Budget {
+            Budget {
+                taken: AtomicU64::new(0),
+                deadline: Instant::now() + MAX_TIME,
+            }
+        }
+
+        pub fn take(&self) -> bool {
+            Instant::now() < self.deadline && self.taken.fetch_add(1, Ordering::Relaxed) < MAX_OPS
+        }
+    }
+
+    /// One measured loop.
+    #[derive(Debug, Clone, Serialize)]
+    pub struct LoopResult {
+        pub case: String,
+        pub concurrency: usize,
+        pub ops: u64,
+        pub seconds: f64,
+        pub ops_per_sec: f64,
+        pub p50_us: u64,
+        pub p99_us: u64,
+        pub p999_us: u64,
+        pub max_us: u64,
+        /// Group-commit syncs during the loop (daemon cases only).
+        pub syncs: Option<u64>,
+        /// Durability requests during the loop (daemon cases only).
+        pub sync_requests: Option<u64>,
+        /// `syncs / ops`; 1 by construction for the raw baselines.
+        pub syncs_per_op: f64,
+    }
+
+    impl LoopResult {
+        pub fn new(
+            case: &str,
+            concurrency: usize,
+            elapsed: Duration,
+            hist: &Histogram<u64>,
+        ) -> LoopResult {
+            let seconds = elapsed.as_secs_f64();
+            LoopResult {
+                case: case.to_owned(),
+                concurrency,
+                ops: hist.len(),
+                seconds,
+                ops_per_sec: super::ratio(hist.len() as f64, seconds),
+                p50_us: hist.value_at_quantile(0.50),
+                p99_us: hist.value_at_quantile(0.99),
+                p999_us: hist.value_at_quantile(0.999),
+                max_us: hist.max(),
+                syncs: None,
+                sync_requests: None,
+                syncs_per_op: 1.0,
+            }
+        }
+
+        pub fn with_syncs(mut self, syncs: u64, requests: u64) -> LoopResult {
+            self.syncs = Some(syncs);
+            self.sync_requests = Some(requests);
+            self.syncs_per_op = super::ratio(syncs as f64, self.ops as f64);
+            self
+        }
+    }
+
+    /// Runs `op(i)` in a loop on this thread, timing each call.
+    pub fn sync_loop(case: &str, mut op: impl FnMut(u64)) -> LoopResult {
+        let budget = Budget::new();
+        let mut hist = histogram();
+        let start = Instant::now();
+        let mut i = 0;
+        while budget.take() {
+            let t = Instant::now();
+            op(i);
+            record(&mut hist, t.elapsed());
+            i += 1;
+        }
+        LoopResult::new(case, 1, start.elapsed(), &hist)
+    }
+
+    /// Runs `f` up to `max_runs` times (at least once) or until `MAX_TIME`
+    /// has passed; returns the median seconds, the runs and `f`'s result.
+    pub fn repeated(max_runs: u32, mut f: impl FnMut() -> usize) -> (f64, u32, usize) {
+        let start = Instant::now();
+        let mut times = Vec::new();
+        let mut out = 0;
+        while times.is_empty() || (times.len() < max_runs as usize && start.elapsed() < MAX_TIME) {
+            let t = Instant::now();
+            out = std::hint::black_box(f());
+            times.push(t.elapsed().as_secs_f64());
+        }
+        times.sort_by(f64::total_cmp);
+        (times[times.len() / 2], times.len() as u32, out)
+    }
+}
+
+/// Deterministic English-ish text: words, punctuation, numbers and
+/// code-ish snippets, from a fixed seed so every run counts the same text.
+mod text {
+    /// Bytes of each appended or counted turn.
+    pub const TURN_BYTES: usize = 200;
+
+    /// Split on whitespace into the vocabulary.
+    const WORDS: &str = "the agent memory session customer order shipped refund please check \
+        status of and to a in is it that for with was account billing invoice tool call \
+        returned error retry later summary context window tokens budget we you they can't \
+        won't it's delivery address changed yesterday tomorrow warehouse package tracking \
+        number support ticket escalate manager approved declined café naïve résumé über";
+
+    const SNIPPETS: &[&str] = &[
+        "fn main() { println!(\"{}\", x + 1); }",
+        "{\"order_id\": 48213, \"status\": \"shipped\", \"items\": [1, 2, 3]}",
+        "SELECT id, name FROM users WHERE age > 30 ORDER BY name;",
+        "https://example.com/api/v1/orders?page=2&limit=50",
+        "for (int i = 0; i < n; ++i) { sum += a[i]; }",
+        "$ cargo build --release 2>&1 | tee build.log",
+        "if err != nil { return fmt.Errorf(\"lookup: %w\", err) }",
+        "def handler(event): return {'statusCode': 200}",
+    ];
+
+    /// xorshift64*: deterministic and dependency-free; its statistical
+    /// quality does not matter here.
+    pub struct Rng(u64);
+
+    impl Rng {
+        pub fn new(seed: u64) -> Rng {
+            Rng(seed | 1)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n as u64) as usize
+        }
+
+        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+            items[self.below(items.len())]
+        }
+    }
+
+    fn number(rng: &mut Rng) -> String {
+        match rng.below(4) {
+            0 => rng.below(1000).to_string(),
+            1 => format!("${}.{:02}", rng.below(500), rng.below(100)),
+            2 => format!("2024-{:02}-{:02}", 1 + rng.below(12), 1 + rng.below(28)),
+            _ => format!("#{}", 10_000 + rng.below(90_000)),
+        }
+    }
+
+    fn sentence(rng: &mut Rng, words: &[&str], out: &mut String) {
+        for i in 0..5 + rng.below(15) {
+            if i > 0 {
+                if rng.below(10) == 0 {
+                    out.push(',');
+                }
+                out.push(' ');
+            }
+            match rng.below(12) {
+                0 => out.push_str(&number(rng)),
+                _ if i == 0 => capitalized(rng.pick(words), out),
+                _ => out.push_str(rng.pick(words)),
+            }
+        }
+        out.push_str(rng.pick(&[". ", ". ", ". ", "? ", "! ", ": "]));
+        if rng.below(6) == 0 {
+            out.push('`');
+            out.push_str(rng.pick(SNIPPETS));
+            out.push_str("` ");
+        }
+        if rng.below(8) == 0 {
+            out.push_str("\n\n");
+        }
+    }
+
+    fn capitalized(word: &str, out: &mut String) {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            out.extend(first.to_uppercase());
+            out.push_str(chars.as_str());
+        }
+    }
+
+    /// At least `min_bytes` of text.
+    pub fn english(rng: &mut Rng, min_bytes: usize) -> String {
+        let words: Vec<&str> = WORDS.split_whitespace().collect();
+        let mut out = String::with_capacity(min_bytes + 256);
+        while out.len() < min_bytes {
+            sentence(rng, &words, &mut out);
+        }
+        out
+    }
+
+    /// `n` distinct turns of at most `TURN_BYTES` (cut at a char boundary).
+    pub fn turns(n: usize, seed: u64) -> Vec<String> {
+        let mut rng = Rng::new(seed);
+        (0..n)
+            .map(|_| {
+                let mut t = english(&mut rng, TURN_BYTES);
+                let mut end = TURN_BYTES;
+                while !t.is_char_boundary(end) {
+                    end -= 1;
+                }
+                t.truncate(end);
+                t
+            })
+            .collect()
+    }
+}
+
+/// `AppendTurns` through the daemon, against raw fsync baselines.
+mod append {
+    use std::fs::{File, OpenOptions};
+    use std::io::Write;
+    use std::net::SocketAddr;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use mnemo::config::Config;
+    use mnemo::pb;
+    use mnemo::pb::memory_service_client::MemoryServiceClient;
+    use mnemo::server::Daemon;
+    use mnemo::store::commit::Stats;
+    use serde::Serialize;
+    use tokio::sync::oneshot;
+    use tokio::task::JoinHandle;
+    use tonic::transport::Channel;
+
+    use super::measure::{self, Budget, LoopResult};
+    use super::{print_derived, ratio, text, Derived};
+
+    /// One HTTP/2 connection serializes its streams' frames, so appenders
+    /// share a pool of connections, this many per connection.
+    pub const APPENDERS_PER_CHANNEL: usize = 4;
+    const NAMESPACE: &str = "bench";
+
+    type Client = MemoryServiceClient<Channel>;
+
+    #[derive(Serialize)]
+    pub struct Report {
+        raw_write_fdatasync: LoopResult,
+        raw_sled_flush_fdatasync: LoopResult,
+        /// Concurrency 1, 16 and 64, one session per appender.
+        own_sessions: Vec<LoopResult>,
+        /// Concurrency 16, every appender on one session.
+        one_session_16: LoopResult,
+        derived: Vec<Derived>,
+    }
+
+    pub fn run() -> Report {
+        let scratch = tempfile::tempdir().expect("cannot create a temp dir");
+        println!("append: scratch dir {}", scratch.path().display());
+        let raw_write_fdatasync = raw_write_loop(&scratch.path().join("raw.log"));
+        let raw_sled_flush_fdatasync = raw_sled_loop(&scratch.path().join("raw-sled"));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("cannot build the tokio runtime");
+        let (own_sessions, one_session_16) =
+            runtime.block_on(daemon_cases(scratch.path().join("daemon")));
+        let mut report = Report {
+            raw_write_fdatasync,
+            raw_sled_flush_fdatasync,
+            own_sessions,
+            one_session_16,
+            derived: Vec::new(),
+        };
+        report.derived = derived(&report);
+        report
+    }
+
+    fn derived(r: &Report) -> Vec<Derived> {
+        let (c1, c16, c64) = (&r.own_sessions[0], &r.own_sessions[1], &r.own_sessions[2]);
+        let (sled, raw) = (&r.raw_sled_flush_fdatasync, &r.raw_write_fdatasync);
+        let q = |a: u64, b: u64| ratio(a as f64, b as f64);
+        vec![
+            Derived::new(
+                "append p99 @1 / raw sled+flush+fdatasync p99",
+                q(c1.p99_us, sled.p99_us),
+            ),
+            Derived::new(
+                "append p99 @1 / raw write+fdatasync p99",
+                q(c1.p99_us, raw.p99_us),
+            ),
+            Derived::new(
+                "append p50 @1 / raw sled+flush+fdatasync p50",
+                q(c1.p50_us, sled.p50_us),
+            ),
+            Derived::new(
+                "append p50 @1 / raw write+fdatasync p50",
+                q(c1.p50_us, raw.p50_us),
+            ),
+            Derived::new(
+                "throughput @64 / throughput @1",
+                ratio(c64.ops_per_sec, c1.ops_per_sec),
+            ),
+            Derived::new(
+                "throughput @16 / throughput @1",
+                ratio(c16.ops_per_sec, c1.ops_per_sec),
+            ),
+            Derived::new(
+                "throughput @16 one session / @16 own sessions",
+                ratio(r.one_session_16.ops_per_sec, c16.ops_per_sec),
+            ),
+        ]
+    }
+
+    impl Report {
+        pub fn print(&self) {
+            println!(
+                "\n## append: one {}-byte turn per call, durable on return\n",
+                text::TURN_BYTES
+            );
+            println!("| case | concurrency | ops | p50 (µs) | p99 (µs) | p99.9 (µs) | max (µs) | ops/s | syncs/op |");
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+            let rows = [&self.raw_write_fdatasync, &self.raw_sled_flush_fdatasync]
+                .into_iter()
+                .chain(&self.own_sessions)
+                .chain([&self.one_session_16]);
+            for r in rows {
+                println!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.3} |",
+                    r.case,
+                    r.concurrency,
+                    r.ops,
+                    r.p50_us,
+                    r.p99_us,
+                    r.p999_us,
+                    r.max_us,
+                    r.ops_per_sec,
+                    r.syncs_per_op
+                );
+            }
+            print_derived(&self.derived);
+        }
+    }
+
+    /// Baseline: append ~200 bytes to a plain file and `fdatasync` it.
+    fn raw_write_loop(path: &Path) -> LoopResult {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("cannot create the raw baseline file");
+        let payload = text::turns(1, 1).remove(0);
+        measure::sync_loop("raw write + fdatasync", |_| {
+            file.write_all(payload.as_bytes())
+                .expect("raw baseline write failed");
+            file.sync_data().expect("raw baseline fdatasync failed");
+        })
+    }
+
+    /// Baseline: what mnemo's sled store does per sync, without the rest:
+    /// insert, `flush`, then `fdatasync` of sled's log file.
+    fn raw_sled_loop(dir: &Path) -> LoopResult {
+        let db = sled::Config::new()
+            .path(dir)
+            .open()
+            .expect("cannot open the raw sled baseline");
+        let tree = db.open_tree("bench").expect("cannot open a sled tree");
+        // sled 0.34 keeps its whole log in `<dir>/db`.
+        let log = File::open(dir.join("db")).expect("cannot open sled's log file");
+        let payload = text::turns(1, 2).remove(0);
+        measure::sync_loop("raw sled insert + flush + fdatasync", |i| {
+            tree.insert(i.to_be_bytes(), payload.as_bytes())
+                .expect("raw sled insert failed");
+            db.flush().expect("raw sled flush failed");
+            log.sync_data().expect("raw sled fdatasync failed");
+        })
+    }
+
+    /// The daemon cases on one daemon: (own sessions @1, @16, @64; one
+    /// session @16).
+    async fn daemon_cases(data_dir: PathBuf) -> (Vec<LoopResult>, LoopResult) {
+        let daemon = RunningDaemon::start(data_dir).await;
+        let mut own = Vec::new();
+        for concurrency in [1, 16, 64] {
+            own.push(append_case(&daemon, concurrency, SessionLayout::OnePerAppender).await);
+        }
+        let shared = append_case(&daemon, 16, SessionLayout::Shared).await;
+        daemon.stop().await;
+        (own, shared)
+    }
+
+    /// The real daemon serving on 127.0.0.1:0 from a fresh data dir.
+    struct RunningDaemon {
+        addr: SocketAddr,
+        stats: Arc<Stats>,
+        stop: oneshot::Sender<()>,
+        task: JoinHandle<mnemo::Result<()>>,
+    }
+
+    impl RunningDaemon {
+        async fn start(data_dir: PathBuf) -> RunningDaemon {
+            let config = Config {
+                data_dir,
+                ..Config::default()
+            };
+            let daemon = Daemon::open(config).await.expect("cannot open the daemon");
+            let stats = daemon.memory().commit().stats();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("cannot bind 127.0.0.1:0");
+            let addr = listener
+                .local_addr()
+                .expect("a bound listener has an address");
+            let (stop, stopped) = oneshot::channel::<()>();
+            let shutdown = async {
+                // A dropped sender also means stop.
+                let _ = stopped.await;
+            };
+            let task = tokio::spawn(daemon.serve(listener, shutdown));
+            RunningDaemon {
+                addr,
+                stats,
+                stop,
+                task,
+            }
+        }
+
+        /// (syncs, durability requests) so far.
+        fn sync_counters(&self) -> (u64, u64) {
+            let stats = &self.stats;
+            (
+                stats.syncs.load(Ordering::Relaxed),
+                stats.requests.load(Ordering::Relaxed),
+            )
+        }
+
+        async fn stop(self) {
+            // The receiver lives in the serve task until shutdown.
+            let _ = self.stop.send(());
+            self.task
+                .await
+                .expect("the daemon task panicked")
+                .expect("the daemon failed to shut down cleanly");
+        }
+    }
+
+    #[derive(Debug, Clone, Copy)]
+    enum SessionLayout {
+        OnePerAppender,
+        Shared,
+    }
+
+    /// `concurrency` appenders share `MAX_OPS` appends (or `MAX_TIME`).
+    async fn append_case(
+        daemon: &RunningDaemon,
+        concurrency: usize,
+        layout: SessionLayout,
+    ) -> LoopResult {
+        let case = match layout {
+            SessionLayout::OnePerAppender => "AppendTurns, a session per appender",
+            SessionLayout::Shared => "AppendTurns, all appenders on one session",
+        };
+        let mut clients = connect_pool(daemon.addr, concurrency).await;
+        let sessions = create_sessions(&mut clients, layout).await;
+        let turns = text::turns(concurrency, 3);
+        // Warm-up, unmeasured: one append per appender.
+        for ((client, session), turn) in clients.iter_mut().zip(&sessions).zip(&turns) {
+            append_one(client, session, turn).await;
+        }
+
+        let (syncs_before, requests_before) = daemon.sync_counters();
+        let budget = Arc::new(Budget::new());
+        let start = Instant::now();
+        let workers: Vec<_> = clients
+            .into_iter()
+            .zip(sessions)
+            .zip(turns)
+            .map(|((client, session), turn)| {
+                tokio::spawn(appender(client, session, turn, budget.clone()))
+            })
+            .collect();
+        let mut hist = measure::histogram();
+        for w in workers {
+            let h = w.await.expect("an appender panicked");
+            hist.add(h)
+                .expect("histograms with equal bounds always add");
+        }
+        let elapsed = start.elapsed();
+        let (syncs_after, requests_after) = daemon.sync_counters();
+        LoopResult::new(case, concurrency, elapsed, &hist)
+            .with_syncs(syncs_after - syncs_before, requests_after - requests_before)
+    }
+
+    /// One client per appender over `ceil(n / APPENDERS_PER_CHANNEL)`
+    /// connections.
+    async fn connect_pool(addr: SocketAddr, appenders: usize) -> Vec<Client> {
+        let mut channels = Vec::new();
+        for _ in 0..appenders.div_ceil(APPENDERS_PER_CHANNEL) {
+            let channel = Channel::from_shared(format!("http://{addr}"))
+                .expect("a socket address makes a valid URI")
+                .connect()
+                .await
+                .expect("cannot connect to the daemon");
+            channels.push(channel);
+        }
+        (0..appenders)
+            .map(|i| MemoryServiceClient::new(channels[i / APPENDERS_PER_CHANNEL].clone()))
+            .collect()
+    }
+
+    /// The session id each client appends to.
+    async fn create_sessions(clients: &mut [Client], layout: SessionLayout) -> Vec<String> {
+        match layout {
+            SessionLayout::Shared => {
+                let id = create_session(&mut clients[0]).await;
+                vec![id; clients.len()]
+            }
+            SessionLayout::OnePerAppender => {
+                let mut ids = Vec::new();
+                for client in clients {
+                    ids.push(create_session(client).await);
+                }
+                ids
+            }
+        }
+    }
+
+    async fn create_session(client: &mut Client) -> String {
+        let req = pb::CreateSessionRequest {
+            namespace: NAMESPACE.into(),
+            ..Default::default()
+        };
+        let resp = client
+            .create_session(req)
+            .await
+            .expect("CreateSession failed");
+        resp.into_inner()
+            .session
+            .expect("CreateSession returns the session")
+            .session_id
+    }
+
+    /// Appends until the shared budget runs out; returns its latencies.
+    async fn appender(
+        mut client: Client,
+        session: String,
+        turn: String,
+        budget: Arc<Budget>,
+    ) -> hdrhistogram::Histogram<u64> {
+        let mut hist = measure::histogram();
+        while budget.take() {
+            let t = Instant::now();
+            append_one(&mut client, &session, &turn).await;
+            measure::record(&mut hist, t.elapsed());
+        }
+        hist
+    }
+
+    async fn append_one(client: &mut Client, session: &str, content: &str) {
+        let req = pb::AppendTurnsRequest {
+            namespace: NAMESPACE.into(),
+            session_id: session.into(),
+            turns: vec![pb::NewTurn {
+                role: pb::Role::User as i32,
+                speaker: "bench-user".into(),
+                content: content.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        // A failed append would make every figure meaningless: stop.
+        client.append_turns(req).await.expect("AppendTurns failed");
+    }
+}
+
+/// Token counting: mnemo (bpe-openai) against tiktoken-rs, cl100k_base.
+mod tokens {
+    use mnemo::memory::types::{Encoding, NewTurn, Role};
+    use serde::Serialize;
+    use tiktoken_rs::CoreBPE;
+
+    use super::measure::repeated;
+    use super::{print_derived, ratio, text, Derived};
+
+    const CORPUS_BYTES: usize = 1_000_000;
+    const ONE_MIB: usize = 1 << 20;
+    /// tiktoken is quadratic on a run without whitespace: about 0.2 s for
+    /// 20,000 characters, about 21 s for 200,000.
+    const SHORT_RUN: usize = 20_000;
+    const TURNS: usize = 1000;
+
+    /// One counting measurement.
+    #[derive(Serialize)]
+    struct Count {
+        case: String,
+        bytes: usize,
+        runs: u32,
+        median_seconds: f64,
+        mb_per_sec: f64,
+        tokens: usize,
+    }
+
+    #[derive(Serialize)]
+    pub struct Report {
+        counts: Vec<Count>,
+        derived: Vec<Derived>,
+    }
+
+    pub fn run() -> Report {
+        let corpus = text::english(&mut text::Rng::new(42), CORPUS_BYTES);
+        let long_run = "a".repeat(ONE_MIB);
+        let short_run = "a".repeat(SHORT_RUN);
+        let turns = new_turns();
+        let tiktoken = tiktoken_rs::cl100k_base().expect("tiktoken-rs embeds cl100k_base");
+        mnemo::tokens::warm_up();
+
+        let corpus_mnemo = mnemo_count("mnemo, English-ish corpus", &corpus, 20);
+        let corpus_tiktoken = tiktoken_count("tiktoken-rs, English-ish corpus", &tiktoken, &corpus);
+        let long_mnemo = mnemo_count("mnemo, 1 MiB of 'a'", &long_run, 10);
+        let short_mnemo = mnemo_count("mnemo, 20,000 × 'a'", &short_run, 20);
+        let short_tiktoken = tiktoken_count("tiktoken-rs, 20,000 × 'a'", &tiktoken, &short_run);
+        let turn_count = count_turns(&turns);
+
+        let derived = vec![
+            Derived::new(
+                "mnemo / tiktoken-rs MB/s on the corpus",
+                ratio(corpus_mnemo.mb_per_sec, corpus_tiktoken.mb_per_sec),
+            ),
+            Derived::new(
+                "tiktoken-rs / mnemo time on 20,000 × 'a'",
+                ratio(short_tiktoken.median_seconds, short_mnemo.median_seconds),
+            ),
+            Derived::new("mnemo ms for 1 MiB of 'a'", long_mnemo.median_seconds * 1e3),
+            Derived::new(
+                "count_turn turns/s (~200-byte turns)",
+                ratio(TURNS as f64, turn_count.median_seconds),
+            ),
+        ];
+        Report {
+            counts: vec![
+                corpus_mnemo,
+                corpus_tiktoken,
+                long_mnemo,
+                short_mnemo,
+                short_tiktoken,
+                turn_count,
+            ],
+            derived,
+        }
+    }
+
+    fn measured(case: &str, bytes: usize, max_runs: u32, f: impl FnMut() -> usize) -> Count {
+        let (median_seconds, runs, tokens) = repeated(max_runs, f);
+        Count {
+            case: case.to_owned(),
+            bytes,
+            runs,
+            median_seconds,
+            mb_per_sec: ratio(bytes as f64 / 1e6, median_seconds),
+            tokens,
+        }
+    }
+
+    fn mnemo_count(case: &str, text: &str, max_runs: u32) -> Count {
+        measured(case, text.len(), max_runs, || {
+            mnemo::tokens::count(Encoding::Cl100kBase, text)
+        })
+    }
+
+    fn tiktoken_count(case: &str, bpe: &CoreBPE, text: &str) -> Count {
+        measured(case, text.len(), 5, || bpe.encode_ordinary(text).len())
+    }
+
+    /// One run counts all `TURNS` turns.
+    fn count_turns(turns: &[NewTurn]) -> Count {
+        let bytes = turns.iter().map(NewTurn::text_bytes).sum();
+        measured(
+            &format!("mnemo count_turn, {TURNS} turns of ~200 bytes"),
+            bytes,
+            50,
+            || {
+                turns
+                    .iter()
+                    .map(|t| mnemo::tokens::count_turn(Encoding::Cl100kBase, t) as usize)
+                    .sum()
+            },
+        )
+    }
+
+    fn new_turns() -> Vec<NewTurn> {
+        text::turns(TURNS, 7)
+            .into_iter()
+            .map(|content| NewTurn {
+                role: Role::User,
+                speaker: "bench-user".into(),
+                content,
+                client_time: None,
+                tool_call: None,
+                metadata: Default::default(),
+            })
+            .collect()
+    }
+
+    impl Report {
+        pub fn print(&self) {
+            println!("\n## tokens: cl100k_base, single thread\n");
+            println!("| case | bytes | runs | median (ms) | MB/s | tokens |");
+            println!("|---|---:|---:|---:|---:|---:|");
+            for c in &self.counts {
+                println!(
+                    "| {} | {} | {} | {:.3} | {:.2} | {} |",
+                    c.case,
+                    c.bytes,
+                    c.runs,
+                    c.median_seconds * 1e3,
+                    c.mb_per_sec,
+                    c.tokens
+                );
+            }
+            print_derived(&self.derived);
+        }
+    }
+}
