@@ -12,7 +12,13 @@ struct Args {
 
 #[test]
 fn defaults_and_precedence() {
-    for v in ["MNEMO_CONFIG", "MNEMO_LISTEN", "MNEMO_DATA_DIR", "MNEMO_STORE", "MNEMO_LOG_FORMAT"] {
+    for v in [
+        "MNEMO_CONFIG",
+        "MNEMO_LISTEN",
+        "MNEMO_DATA_DIR",
+        "MNEMO_STORE",
+        "MNEMO_LOG_FORMAT",
+    ] {
         std::env::remove_var(v);
     }
     // Defaults.
@@ -40,7 +46,11 @@ fn defaults_and_precedence() {
     assert_eq!(c.data_dir.to_str(), Some("/from/file"));
     assert_eq!(c.log_format, LogFormat::Json);
     assert_eq!(c.limits.max_turns_per_append, 10);
-    assert_eq!(c.limits.max_turn_bytes, 1024 * 1024, "unset keys keep defaults");
+    assert_eq!(
+        c.limits.max_turn_bytes,
+        1024 * 1024,
+        "unset keys keep defaults"
+    );
 
     // Env over file.
     std::env::set_var("MNEMO_CONFIG", f);
@@ -50,7 +60,10 @@ fn defaults_and_precedence() {
     assert_eq!(c.data_dir.to_str(), Some("/from/file"));
 
     // Flags over env.
-    let c = Config::resolve(&Args::parse_from(["t", "--listen", "127.0.0.1:7002", "--data-dir", "/flag"]).o).unwrap();
+    let c = Config::resolve(
+        &Args::parse_from(["t", "--listen", "127.0.0.1:7002", "--data-dir", "/flag"]).o,
+    )
+    .unwrap();
     assert_eq!(c.listen.to_string(), "127.0.0.1:7002");
     assert_eq!(c.data_dir.to_str(), Some("/flag"));
     std::env::remove_var("MNEMO_CONFIG");

@@ -62,21 +62,47 @@ fn contents(store: &dyn Store, ns: &str, id: &str) -> Vec<String> {
 
 fn sessions_create_get_and_conflict(store: &dyn Store) {
     store.create_session(&session("ns", "a", "")).unwrap();
-    assert_eq!(store.get_session("ns", "a").unwrap(), session("ns", "a", ""));
-    assert!(matches!(store.create_session(&session("ns", "a", "x")), Err(Error::AlreadyExists(_))));
-    assert_eq!(store.get_session("ns", "a").unwrap().subject_id, "", "unchanged");
-    assert!(matches!(store.get_session("ns", "b"), Err(Error::NotFound(_))));
-    assert!(matches!(store.get_session("other", "a"), Err(Error::NotFound(_))), "namespaces are separate");
+    assert_eq!(
+        store.get_session("ns", "a").unwrap(),
+        session("ns", "a", "")
+    );
+    assert!(matches!(
+        store.create_session(&session("ns", "a", "x")),
+        Err(Error::AlreadyExists(_))
+    ));
+    assert_eq!(
+        store.get_session("ns", "a").unwrap().subject_id,
+        "",
+        "unchanged"
+    );
+    assert!(matches!(
+        store.get_session("ns", "b"),
+        Err(Error::NotFound(_))
+    ));
+    assert!(
+        matches!(store.get_session("other", "a"), Err(Error::NotFound(_))),
+        "namespaces are separate"
+    );
 }
 
 fn append_assigns_gap_free_seqs_and_counters(store: &dyn Store) {
     store.create_session(&session("ns", "s", "")).unwrap();
-    let o = store.append_turns("ns", "s", &append(&["ab", "cde"], None, None)).unwrap();
-    assert_eq!((o.first_seq, o.last_seq, o.total_tokens, o.replayed), (1, 2, 5, false));
-    let o = store.append_turns("ns", "s", &append(&["f"], None, Some(3))).unwrap();
+    let o = store
+        .append_turns("ns", "s", &append(&["ab", "cde"], None, None))
+        .unwrap();
+    assert_eq!(
+        (o.first_seq, o.last_seq, o.total_tokens, o.replayed),
+        (1, 2, 5, false)
+    );
+    let o = store
+        .append_turns("ns", "s", &append(&["f"], None, Some(3)))
+        .unwrap();
     assert_eq!((o.first_seq, o.last_seq, o.total_tokens), (3, 3, 6));
     let s = store.get_session("ns", "s").unwrap();
-    assert_eq!((s.turn_count, s.next_seq, s.total_tokens, s.updated_at), (3, 4, 6, 7));
+    assert_eq!(
+        (s.turn_count, s.next_seq, s.total_tokens, s.updated_at),
+        (3, 4, 6, 7)
+    );
     let turns = store.list_turns("ns", "s", 1, u64::MAX, 100).unwrap();
     assert_eq!(turns.iter().map(|t| t.seq).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(turns[1].token_count, 3);
@@ -85,18 +111,37 @@ fn append_assigns_gap_free_seqs_and_counters(store: &dyn Store) {
     let mid = store.list_turns("ns", "s", 2, 2, 100).unwrap();
     assert_eq!(mid.len(), 1);
     assert_eq!(mid[0].content, "cde");
-    assert_eq!(store.list_turns("ns", "s", 2, u64::MAX, 1).unwrap().len(), 1);
-    assert!(store.list_turns("ns", "s", 4, u64::MAX, 10).unwrap().is_empty());
+    assert_eq!(
+        store.list_turns("ns", "s", 2, u64::MAX, 1).unwrap().len(),
+        1
+    );
+    assert!(store
+        .list_turns("ns", "s", 4, u64::MAX, 10)
+        .unwrap()
+        .is_empty());
     assert!(store.list_turns("ns", "s", 3, 2, 10).unwrap().is_empty());
-    assert!(matches!(store.list_turns("ns", "nope", 1, 9, 10), Err(Error::NotFound(_))));
-    assert!(matches!(store.append_turns("ns", "nope", &append(&["x"], None, None)), Err(Error::NotFound(_))));
+    assert!(matches!(
+        store.list_turns("ns", "nope", 1, 9, 10),
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        store.append_turns("ns", "nope", &append(&["x"], None, None)),
+        Err(Error::NotFound(_))
+    ));
 }
 
 fn conflicts_and_closed_sessions_write_nothing(store: &dyn Store) {
     store.create_session(&session("ns", "s", "")).unwrap();
-    store.append_turns("ns", "s", &append(&["a"], None, None)).unwrap();
-    let e = store.append_turns("ns", "s", &append(&["b"], None, Some(1))).unwrap_err();
-    assert!(matches!(e, Error::Aborted(ref m) if m.contains("next_seq 2")), "{e:?}");
+    store
+        .append_turns("ns", "s", &append(&["a"], None, None))
+        .unwrap();
+    let e = store
+        .append_turns("ns", "s", &append(&["b"], None, Some(1)))
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Aborted(ref m) if m.contains("next_seq 2")),
+        "{e:?}"
+    );
     // A failing update changes nothing.
     let e = store
         .update_session("ns", "s", &mut |s| {
@@ -112,18 +157,29 @@ fn conflicts_and_closed_sessions_write_nothing(store: &dyn Store) {
             Ok(())
         })
         .unwrap();
-    let e = store.append_turns("ns", "s", &append(&["c"], None, None)).unwrap_err();
+    let e = store
+        .append_turns("ns", "s", &append(&["c"], None, None))
+        .unwrap_err();
     assert!(matches!(e, Error::FailedPrecondition(_)));
     assert_eq!(contents(store, "ns", "s"), ["a"]);
 }
 
 fn idempotency_replays_and_detects_reuse(store: &dyn Store) {
     store.create_session(&session("ns", "s", "")).unwrap();
-    let first = store.append_turns("ns", "s", &append(&["a", "b"], Some("k"), None)).unwrap();
-    let again = store.append_turns("ns", "s", &append(&["a", "b"], Some("k"), None)).unwrap();
+    let first = store
+        .append_turns("ns", "s", &append(&["a", "b"], Some("k"), None))
+        .unwrap();
+    let again = store
+        .append_turns("ns", "s", &append(&["a", "b"], Some("k"), None))
+        .unwrap();
     assert!(again.replayed);
-    assert_eq!((again.first_seq, again.last_seq), (first.first_seq, first.last_seq));
-    let e = store.append_turns("ns", "s", &append(&["zz"], Some("k"), None)).unwrap_err();
+    assert_eq!(
+        (again.first_seq, again.last_seq),
+        (first.first_seq, first.last_seq)
+    );
+    let e = store
+        .append_turns("ns", "s", &append(&["zz"], Some("k"), None))
+        .unwrap_err();
     assert!(matches!(e, Error::FailedPrecondition(_)));
     // A replay is answered even after the session closed.
     store
@@ -132,24 +188,37 @@ fn idempotency_replays_and_detects_reuse(store: &dyn Store) {
             Ok(())
         })
         .unwrap();
-    assert!(store.append_turns("ns", "s", &append(&["a", "b"], Some("k"), None)).unwrap().replayed);
+    assert!(
+        store
+            .append_turns("ns", "s", &append(&["a", "b"], Some("k"), None))
+            .unwrap()
+            .replayed
+    );
     assert_eq!(contents(store, "ns", "s"), ["a", "b"]);
 }
 
 fn list_sessions_filters_and_resumes(store: &dyn Store) {
     for i in 0..30 {
-        let mut s = session("ns", &format!("s{i:02}"), if i % 4 == 0 { "alice" } else { "bob" });
+        let mut s = session(
+            "ns",
+            &format!("s{i:02}"),
+            if i % 4 == 0 { "alice" } else { "bob" },
+        );
         if i % 5 == 0 {
             s.state = SessionState::Closed;
         }
         store.create_session(&s).unwrap();
     }
-    store.create_session(&session("ns2", "s00", "alice")).unwrap();
+    store
+        .create_session(&session("ns2", "s00", "alice"))
+        .unwrap();
     let collect = |filter: SessionFilter, limit: usize, scan: usize| {
         let mut ids = Vec::new();
         let mut after: Option<String> = None;
         for _ in 0..1000 {
-            let page = store.list_sessions("ns", &filter, after.as_deref(), limit, scan).unwrap();
+            let page = store
+                .list_sessions("ns", &filter, after.as_deref(), limit, scan)
+                .unwrap();
             assert!(page.sessions.len() <= limit);
             ids.extend(page.sessions.into_iter().map(|s| s.session_id));
             match page.resume_after {
@@ -162,32 +231,56 @@ fn list_sessions_filters_and_resumes(store: &dyn Store) {
     let all: Vec<String> = (0..30).map(|i| format!("s{i:02}")).collect();
     assert_eq!(collect(SessionFilter::default(), 7, 70), all);
     assert_eq!(collect(SessionFilter::default(), 100, 1000), all);
-    let alice = SessionFilter { subject_id: Some("alice".into()), state: None };
+    let alice = SessionFilter {
+        subject_id: Some("alice".into()),
+        state: None,
+    };
     let want: Vec<String> = (0..30).step_by(4).map(|i| format!("s{i:02}")).collect();
     assert_eq!(collect(alice.clone(), 2, 3), want);
-    let closed = SessionFilter { subject_id: None, state: Some(SessionState::Closed) };
+    let closed = SessionFilter {
+        subject_id: None,
+        state: Some(SessionState::Closed),
+    };
     let want: Vec<String> = (0..30).step_by(5).map(|i| format!("s{i:02}")).collect();
     // A tiny scan budget forces short (even empty) pages; the union is complete.
     assert_eq!(collect(closed, 10, 2), want);
-    let alice_closed = SessionFilter { subject_id: Some("alice".into()), state: Some(SessionState::Closed) };
+    let alice_closed = SessionFilter {
+        subject_id: Some("alice".into()),
+        state: Some(SessionState::Closed),
+    };
     assert_eq!(collect(alice_closed, 10, 1), ["s00", "s20"]);
 }
 
 fn delete_removes_everything_of_one_session(store: &dyn Store) {
     store.create_session(&session("ns", "s", "alice")).unwrap();
     store.create_session(&session("ns", "s2", "alice")).unwrap();
-    store.append_turns("ns", "s", &append(&["a", "b", "c"], Some("k"), None)).unwrap();
-    store.append_turns("ns", "s2", &append(&["keep"], None, None)).unwrap();
+    store
+        .append_turns("ns", "s", &append(&["a", "b", "c"], Some("k"), None))
+        .unwrap();
+    store
+        .append_turns("ns", "s2", &append(&["keep"], None, None))
+        .unwrap();
     assert_eq!(store.delete_session("ns", "s").unwrap(), 3);
-    assert!(matches!(store.get_session("ns", "s"), Err(Error::NotFound(_))));
-    assert!(matches!(store.delete_session("ns", "s"), Err(Error::NotFound(_))));
-    let alice = SessionFilter { subject_id: Some("alice".into()), state: None };
+    assert!(matches!(
+        store.get_session("ns", "s"),
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        store.delete_session("ns", "s"),
+        Err(Error::NotFound(_))
+    ));
+    let alice = SessionFilter {
+        subject_id: Some("alice".into()),
+        state: None,
+    };
     let page = store.list_sessions("ns", &alice, None, 10, 100).unwrap();
     assert_eq!(page.sessions.len(), 1);
     // Re-created: empty, and the old idempotency key is gone.
     store.create_session(&session("ns", "s", "")).unwrap();
     assert!(contents(store, "ns", "s").is_empty());
-    let o = store.append_turns("ns", "s", &append(&["a", "b", "c"], Some("k"), None)).unwrap();
+    let o = store
+        .append_turns("ns", "s", &append(&["a", "b", "c"], Some("k"), None))
+        .unwrap();
     assert!(!o.replayed);
     assert_eq!(o.first_seq, 1);
     assert_eq!(contents(store, "ns", "s2"), ["keep"]);
@@ -201,7 +294,9 @@ fn concurrent_appends_are_serialized(store: Arc<dyn Store>) {
             std::thread::spawn(move || {
                 for i in 0..50 {
                     let text = format!("{w}-{i}");
-                    store.append_turns("ns", "s", &append(&[&text], None, None)).unwrap();
+                    store
+                        .append_turns("ns", "s", &append(&[&text], None, None))
+                        .unwrap();
                 }
             })
         })
@@ -257,10 +352,17 @@ fn sled_store_keeps_everything_across_reopen() {
     {
         let store = SledStore::open(&path).unwrap();
         store.create_session(&session("ns", "s", "alice")).unwrap();
-        store.append_turns("ns", "s", &append(&["a", "b"], Some("k"), None)).unwrap();
+        store
+            .append_turns("ns", "s", &append(&["a", "b"], Some("k"), None))
+            .unwrap();
         store.sync().unwrap();
     }
     let store = SledStore::open(&path).unwrap();
     assert_eq!(contents(&store, "ns", "s"), ["a", "b"]);
-    assert!(store.append_turns("ns", "s", &append(&["a", "b"], Some("k"), None)).unwrap().replayed);
+    assert!(
+        store
+            .append_turns("ns", "s", &append(&["a", "b"], Some("k"), None))
+            .unwrap()
+            .replayed
+    );
 }

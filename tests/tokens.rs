@@ -31,12 +31,16 @@ fn corpus() -> Vec<String> {
     .map(|s| s.to_string())
     .collect();
     // Deterministic mixtures.
-    let words = ["refund", " the", "ORD-", "77", "\n", "  ", "é", "🎉", "'s", "x", "!!", "\t", "Ω"];
+    let words = [
+        "refund", " the", "ORD-", "77", "\n", "  ", "é", "🎉", "'s", "x", "!!", "\t", "Ω",
+    ];
     let mut state = 12345u64;
     for _ in 0..300 {
         let mut s = String::new();
         for _ in 0..(state % 40) {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             s.push_str(words[(state >> 33) as usize % words.len()]);
         }
         v.push(s);
@@ -49,8 +53,16 @@ fn counts_equal_tiktoken_for_cl100k_and_o200k() {
     let cl = tiktoken_rs::cl100k_base().unwrap();
     let o2 = tiktoken_rs::o200k_base().unwrap();
     for text in corpus() {
-        assert_eq!(count(Encoding::Cl100kBase, &text), cl.encode_ordinary(&text).len(), "cl100k: {text:?}");
-        assert_eq!(count(Encoding::O200kBase, &text), o2.encode_ordinary(&text).len(), "o200k: {text:?}");
+        assert_eq!(
+            count(Encoding::Cl100kBase, &text),
+            cl.encode_ordinary(&text).len(),
+            "cl100k: {text:?}"
+        );
+        assert_eq!(
+            count(Encoding::O200kBase, &text),
+            o2.encode_ordinary(&text).len(),
+            "o200k: {text:?}"
+        );
     }
 }
 
@@ -62,5 +74,8 @@ fn one_mib_without_whitespace_is_counted() {
     let n = count(Encoding::O200kBase, &text);
     assert!(n > 0 && n <= text.len());
     let n2 = count(Encoding::O200kBase, &text[..1 << 19]);
-    assert!(n2 * 2 >= n - 1 && n2 * 2 <= n + 1, "{n2} vs {n}: proportional");
+    assert!(
+        n2 * 2 >= n - 1 && n2 * 2 <= n + 1,
+        "{n2} vs {n}: proportional"
+    );
 }
