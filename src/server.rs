@@ -35,7 +35,7 @@ impl Daemon {
                 crate::tokens::warm_up();
                 Ok(match cfg.store {
                     StoreKind::Sled => Arc::new(SledStore::open(&cfg.data_dir)?),
-                    StoreKind::Memory => Arc::new(MemoryStore::new()),
+                    StoreKind::Memory => Arc::new(MemoryStore::default()),
                 })
             })
             .await

@@ -331,7 +331,7 @@ fn suite(make: impl Fn() -> Arc<dyn Store>) {
 
 #[test]
 fn memory_store_conforms() {
-    suite(|| Arc::new(MemoryStore::new()));
+    suite(|| Arc::new(MemoryStore::default()));
 }
 
 #[test]
@@ -365,4 +365,34 @@ fn sled_store_keeps_everything_across_reopen() {
             .unwrap()
             .replayed
     );
+}
+
+/// A crash in the middle of a delete can leave a session's turns behind;
+/// re-creating the id must not resurrect them.
+fn recreated_session_ignores_leftovers<E: mnemo::store::engine::Engine>(
+    store: mnemo::store::KvStore<E>,
+) {
+    use mnemo::store::engine::Write;
+    store.create_session(&session("ns", "s", "")).unwrap();
+    store
+        .append_turns("ns", "s", &append(&["old"], Some("k"), None))
+        .unwrap();
+    // Simulate the interrupted delete: only the session record goes.
+    store
+        .engine()
+        .apply(vec![Write::Delete(mnemo::store::keys::session("ns", "s"))])
+        .unwrap();
+    store.create_session(&session("ns", "s", "")).unwrap();
+    assert!(contents(&store, "ns", "s").is_empty());
+    let o = store
+        .append_turns("ns", "s", &append(&["old"], Some("k"), None))
+        .unwrap();
+    assert!(!o.replayed, "old idempotency key is gone");
+}
+
+#[test]
+fn leftovers_of_an_interrupted_delete_never_leak() {
+    recreated_session_ignores_leftovers(MemoryStore::default());
+    let dir = tempfile::tempdir().unwrap();
+    recreated_session_ignores_leftovers(SledStore::open(&dir.path().join("d")).unwrap());
 }

@@ -93,6 +93,14 @@ pub fn subject_of(ns: &str, subject_id: &str) -> Vec<u8> {
     k
 }
 
+/// The seq of a turn key (its last eight bytes), 0 if the key is short.
+pub fn seq_of(key: &[u8]) -> u64 {
+    key.len()
+        .checked_sub(8)
+        .and_then(|i| key[i..].try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
 /// The last component of a key (after the final 0x00), e.g. the session id
 /// of a session or subject-index key.
 pub fn last_component(key: &[u8]) -> &[u8] {

@@ -1,6 +1,7 @@
-//! Storage: the `Store` trait (domain types in, domain types out), its sled
-//! and in-memory implementations, the key layout, the checksummed record
-//! codec and group commit.
+//! Storage: the `Store` trait (domain types in, domain types out), one
+//! implementation (`kv::KvStore`) over two engines (sled, the default, and
+//! in-memory), the key layout, the checksummed record codec and group
+//! commit.
 //!
 //! Durability contract: a write is visible to readers as soon as its method
 //! returns, and durable (survives power loss) only after a later
@@ -9,14 +10,13 @@
 
 pub mod codec;
 pub mod commit;
+pub mod engine;
 pub mod keys;
-mod memory;
-mod sled;
+mod kv;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::memory::MemoryStore;
-pub use self::sled::SledStore;
+pub use self::kv::{KvStore, MemoryStore, SledStore};
 use crate::error::{Error, Result};
 use crate::memory::types::{
     AppendOutcome, PreparedAppend, Session, SessionFilter, SessionState, Turn,

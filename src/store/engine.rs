@@ -1,0 +1,264 @@
+//! Key/value engines under the typed store: an ordered map with atomic
+//! batches. `SledEngine` is the durable default; `MemoryEngine` keeps
+//! everything in process memory. Both hold raw bytes; keys, encoding and
+//! checksums are the typed store's business (`kv.rs`).
+//!
+//! Contract: `apply` is atomic (all of a batch or nothing) and immediately
+//! visible to readers; it is durable only after a later `sync` returns.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
+use std::fs::File;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, RwLock};
+
+use crate::error::{Error, Result};
+
+/// One write of a batch.
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// Set a key.
+    Put(Vec<u8>, Vec<u8>),
+    /// Remove a key (absent keys are fine).
+    Delete(Vec<u8>),
+}
+
+/// An atomic group of writes.
+pub type Batch = Vec<Write>;
+
+/// A key and its value.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// An ordered byte map with atomic batches and explicit durability.
+pub trait Engine: Send + Sync + 'static {
+    /// The value of `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// Entries with keys in `[from, to)` order, ascending, at most `limit`.
+    /// `to = None` means "while keys start with `prefix`".
+    fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>>;
+
+    /// The last entry whose key starts with `prefix`.
+    fn last_with_prefix(&self, prefix: &[u8]) -> Result<Option<Entry>>;
+
+    /// Applies every write of `batch` atomically.
+    fn apply(&self, batch: Batch) -> Result<()>;
+
+    /// Makes every applied batch durable.
+    fn sync(&self) -> Result<()>;
+}
+
+/// The in-memory engine: a `BTreeMap` behind a read-write lock.
+#[derive(Default)]
+pub struct MemoryEngine {
+    map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl MemoryEngine {
+    /// An empty engine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Engine for MemoryEngine {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        // A writer never panics while holding the lock (inserts only), so
+        // a poisoned lock still guards consistent data.
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        Ok(map.get(key).cloned())
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        let from = match from {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Included(prefix.to_vec()),
+        };
+        Ok(map
+            .range((from, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn last_with_prefix(&self, prefix: &[u8]) -> Result<Option<Entry>> {
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        Ok(map
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .last()
+            .map(|(k, v)| (k.clone(), v.clone())))
+    }
+
+    fn apply(&self, batch: Batch) -> Result<()> {
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        for w in batch {
+            match w {
+                Write::Put(k, v) => {
+                    map.insert(k, v);
+                }
+                Write::Delete(k) => {
+                    map.remove(&k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The sled engine: one tree (`memory`) of a sled database in a directory.
+///
+/// sled's own `flush` writes its log with `sync_file_range`, which does not
+/// survive power loss, and writes large values to `blobs/` files without
+/// syncing them. `sync` therefore follows the flush with `fdatasync` of the
+/// log file, of every blob file not yet synced and of the blob directory.
+pub struct SledEngine {
+    path: PathBuf,
+    db: sled::Db,
+    tree: sled::Tree,
+    /// The sled log file, kept open to `fdatasync` it after each flush.
+    log_file: File,
+    /// Blob files already synced (sled never rewrites a blob in place).
+    synced_blobs: Mutex<HashSet<OsString>>,
+}
+
+impl SledEngine {
+    /// Opens (or creates) the database in `dir`. Fails with a clear message
+    /// when the directory is held by another process or is unusable.
+    pub fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::Storage(format!(
+                "cannot create data directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        let db = sled::Config::new().path(dir).open().map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("lock") {
+                Error::Storage(format!(
+                    "data directory {} is in use by another process (is another mnemo running?): {msg}",
+                    dir.display()
+                ))
+            } else {
+                Error::Storage(format!("cannot open data directory {}: {msg}", dir.display()))
+            }
+        })?;
+        let tree = db.open_tree("memory")?;
+        let log_file = File::open(dir.join("db")).map_err(|e| {
+            Error::Storage(format!("cannot open sled log in {}: {e}", dir.display()))
+        })?;
+        // Make the files' directory entries durable once.
+        sync_dir(dir)?;
+        Ok(SledEngine {
+            path: dir.to_path_buf(),
+            db,
+            tree,
+            log_file,
+            synced_blobs: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The data directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn sync_blobs(&self) -> Result<()> {
+        let dir = self.path.join("blobs");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut synced = self.synced_blobs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut present = HashSet::new();
+        let mut new_files = false;
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            if !synced.contains(&name) {
+                match File::open(entry.path()) {
+                    Ok(f) => f.sync_data()?,
+                    // sled may garbage-collect a blob between listing and
+                    // opening; a removed blob needs no sync.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e.into()),
+                }
+                new_files = true;
+            }
+            present.insert(name);
+        }
+        if new_files {
+            sync_dir(&dir)?;
+        }
+        *synced = present;
+        Ok(())
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::Storage(format!("cannot sync directory {}: {e}", dir.display())))
+}
+
+impl Engine for SledEngine {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.tree.get(key)?.map(|v| v.to_vec()))
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
+        let from = match from {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Included(prefix.to_vec()),
+        };
+        let mut out = Vec::new();
+        for item in self.tree.range((from, Bound::Unbounded)) {
+            let (k, v) = item?;
+            if !k.starts_with(prefix) || out.len() == limit {
+                break;
+            }
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn last_with_prefix(&self, prefix: &[u8]) -> Result<Option<Entry>> {
+        match self.tree.scan_prefix(prefix).next_back() {
+            Some(item) => {
+                let (k, v) = item?;
+                Ok(Some((k.to_vec(), v.to_vec())))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn apply(&self, batch: Batch) -> Result<()> {
+        let mut b = sled::Batch::default();
+        for w in batch {
+            match w {
+                Write::Put(k, v) => b.insert(k, v),
+                Write::Delete(k) => b.remove(k),
+            }
+        }
+        self.tree.apply_batch(b)?;
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.db.flush()?;
+        self.sync_blobs()?;
+        self.log_file
+            .sync_data()
+            .map_err(|e| Error::Storage(format!("fdatasync of the sled log failed: {e}")))
+    }
+}
