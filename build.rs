@@ -15,7 +15,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
     tonic_prost_build::configure()
         .file_descriptor_set_path(out_dir.join("mnemo_descriptor.bin"))
-        .compile_protos(&["proto/mnemo/v1/memory.proto"], &["proto"])?;
+        .compile_protos(
+            &[
+                "proto/mnemo/v1/session.proto",
+                "proto/mnemo/v1/summary.proto",
+                "proto/mnemo/v1/memory_service.proto",
+            ],
+            &["proto"],
+        )?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }

@@ -49,6 +49,26 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Summarize the turns not yet covered and print the summary.
+    Summarize {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Print a session's latest (or a given) summary, Markdown by default.
+    Summary {
+        #[command(flatten)]
+        target: Target,
+        /// Summary version (default: the latest).
+        #[arg(long, default_value_t = 0)]
+        version: u64,
+        /// Print JSON instead of Markdown.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// List a session's turns, oldest first.
     Turns {
         #[command(flatten)]
@@ -210,6 +230,29 @@ async fn run(cli: Cli) -> Result<(), String> {
             );
             Ok(())
         }
+        Command::Summarize { target, client } => {
+            let mut c = connect(&client).await?;
+            let s = c
+                .summarize(pb::SummarizeRequest {
+                    namespace: target.namespace.clone(),
+                    session_id: target.session.clone(),
+                    wait: true,
+                })
+                .await
+                .map_err(status_line)?
+                .into_inner();
+            let version = s.summary.map_or(0, |s| s.version);
+            print_summary(&mut c, target, version, false).await
+        }
+        Command::Summary {
+            target,
+            version,
+            json,
+            client,
+        } => {
+            let mut c = connect(&client).await?;
+            print_summary(&mut c, target, version, json).await
+        }
         Command::Turns {
             target,
             from,
@@ -249,6 +292,31 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
         }
     }
+}
+
+async fn print_summary(
+    c: &mut MemoryServiceClient<Channel>,
+    target: Target,
+    version: u64,
+    json: bool,
+) -> Result<(), String> {
+    let format = if json {
+        pb::SummaryFormat::Json
+    } else {
+        pb::SummaryFormat::Markdown
+    };
+    let r = c
+        .get_summary(pb::GetSummaryRequest {
+            namespace: target.namespace,
+            session_id: target.session,
+            version,
+            format: format as i32,
+        })
+        .await
+        .map_err(status_line)?
+        .into_inner();
+    println!("{}", r.rendered);
+    Ok(())
 }
 
 async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {

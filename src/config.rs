@@ -70,8 +70,35 @@ impl Default for Limits {
     }
 }
 
+/// Running-summary settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SummaryConfig {
+    /// Sessions waiting for the summary worker; when full, automatic
+    /// summaries are deferred (counted) and retried on the next append.
+    pub queue: usize,
+    /// Summarize when unsummarized tokens pass this percent of the
+    /// session's `context_limit_tokens`.
+    pub token_threshold_percent: u32,
+    /// Audit flag below this compression ratio (pre / post tokens).
+    pub compression_min_ratio: f64,
+    /// Audit flag above this compression ratio.
+    pub compression_max_ratio: f64,
+}
+
+impl Default for SummaryConfig {
+    fn default() -> Self {
+        SummaryConfig {
+            queue: 1024,
+            token_threshold_percent: 80,
+            compression_min_ratio: 1.0,
+            compression_max_ratio: 1000.0,
+        }
+    }
+}
+
 /// The daemon's configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address to listen on (`MNEMO_LISTEN`).
@@ -84,6 +111,8 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Request and queue limits.
     pub limits: Limits,
+    /// Running summaries.
+    pub summaries: SummaryConfig,
 }
 
 impl Default for Config {
@@ -94,6 +123,7 @@ impl Default for Config {
             store: StoreKind::Sled,
             log_format: LogFormat::Text,
             limits: Limits::default(),
+            summaries: SummaryConfig::default(),
         }
     }
 }
@@ -167,6 +197,12 @@ impl Config {
         if l.max_turns_per_append == 0 || l.max_page_size == 0 || l.sync_queue == 0 {
             return Err(Error::invalid(
                 "limits.max_turns_per_append, limits.max_page_size and limits.sync_queue must be positive",
+            ));
+        }
+        let sm = &self.summaries;
+        if sm.queue == 0 || !(1..=100).contains(&sm.token_threshold_percent) {
+            return Err(Error::invalid(
+                "summaries.queue must be positive and summaries.token_threshold_percent 1 to 100",
             ));
         }
         if l.max_concurrent_streams == 0

@@ -9,6 +9,8 @@
 //! - [`memory`]: the domain: sessions, turns, validation, pagination.
 //! - [`store`]: the `Store` trait, sled and in-memory stores, key layout,
 //!   checksummed records and group commit.
+//! - [`summarize`]: running summaries: rules, incremental fold, validator,
+//!   renderings, pipeline and scheduler.
 //! - [`tokens`]: token counting (linear-time BPE, tiktoken-identical).
 //! - [`cli`]: the `mnemo` command line (serve and client subcommands).
 
@@ -22,6 +24,7 @@ pub mod memory;
 pub mod pb;
 pub mod server;
 pub mod store;
+pub mod summarize;
 pub mod tokens;
 
 pub use error::{Error, Result};

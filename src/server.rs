@@ -40,7 +40,8 @@ impl Daemon {
             })
             .await
             .map_err(|e| Error::Internal(format!("store open task failed: {e}")))??;
-        let memory = Arc::new(Memory::new(store, config.limits.clone())?);
+        let memory =
+            Arc::new(Memory::open(store, config.limits.clone(), config.summaries.clone()).await?);
         Ok(Daemon { config, memory })
     }
 
@@ -120,8 +121,10 @@ impl Daemon {
             ),
         }
 
-        tracing::info!("shutting down: in-flight requests done, syncing the store");
-        self.memory.sync().await?;
+        tracing::info!(
+            "shutting down: in-flight requests done; finishing queued summaries and syncing"
+        );
+        self.memory.shutdown().await?;
         // Close the store before returning, so the data directory's lock is
         // released when `serve` returns (a restart in the same process
         // depends on it).

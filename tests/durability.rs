@@ -34,10 +34,15 @@ async fn turns_survive_a_restart_with_same_seq_and_token_count() {
     let server = server.restart().await;
     let mut c = server.client().await;
     assert_eq!(all_turns(&mut c, "ns", "s").await, before);
-    assert_eq!(
-        get_session(&mut c, "ns", "s").await.unwrap(),
-        session_before
-    );
+    // Summary progress may move on (the big turn passes the token
+    // threshold and shutdown finishes queued summaries); the rest may not.
+    let mut after = get_session(&mut c, "ns", "s").await.unwrap();
+    let mut session_before = session_before;
+    for s in [&mut after, &mut session_before] {
+        s.summary_version = 0;
+        s.summarized_through_seq = 0;
+    }
+    assert_eq!(after, session_before);
     // And appends continue the sequence.
     let r = c
         .append_turns(append_req("ns", "s", vec![user_turn("after restart")]))

@@ -37,6 +37,7 @@ async fn create_fills_defaults_and_generates_sortable_ids() {
                 context_limit_tokens: 8000,
                 idle_timeout_seconds: 60,
                 encoding: pb::Encoding::O200kBase as i32,
+                risk_level: pb::RiskLevel::High as i32,
             }),
         })
         .await

@@ -22,6 +22,7 @@ fn session(ns: &str, id: &str, subject: &str) -> Session {
         total_tokens: 0,
         created_at: 1,
         updated_at: 1,
+        summary: Default::default(),
     }
 }
 

@@ -8,8 +8,8 @@ use prost_types::Timestamp;
 
 use crate::error::{Error, Result};
 use crate::memory::types::{
-    AppendOutcome, Encoding, NewTurn, Role, Session, SessionSettings, SessionState, ToolCall,
-    ToolCallStatus, Turn, UnixNanos,
+    AppendOutcome, Encoding, NewTurn, RiskLevel, Role, Session, SessionSettings, SessionState,
+    ToolCall, ToolCallStatus, Turn, UnixNanos,
 };
 use crate::pb;
 
@@ -53,7 +53,18 @@ pub fn settings_from(s: Option<pb::SessionSettings>) -> Result<SessionSettings> 
             )))
         }
     };
+    let risk_level = match pb::RiskLevel::try_from(s.risk_level) {
+        Ok(pb::RiskLevel::Unspecified) | Ok(pb::RiskLevel::Normal) => RiskLevel::Normal,
+        Ok(pb::RiskLevel::High) => RiskLevel::High,
+        Err(_) => {
+            return Err(Error::invalid(format!(
+                "settings.risk_level {} is not a known risk level",
+                s.risk_level
+            )))
+        }
+    };
     Ok(SessionSettings {
+        risk_level,
         summary_every_turns: if s.summary_every_turns == 0 {
             d.summary_every_turns
         } else {
@@ -159,6 +170,10 @@ impl From<Session> for pb::Session {
                     Encoding::Cl100kBase => pb::Encoding::Cl100kBase,
                     Encoding::O200kBase => pb::Encoding::O200kBase,
                 } as i32,
+                risk_level: match s.settings.risk_level {
+                    RiskLevel::Normal => pb::RiskLevel::Normal,
+                    RiskLevel::High => pb::RiskLevel::High,
+                } as i32,
             }),
             state: match s.state {
                 SessionState::Active => pb::SessionState::Active,
@@ -169,7 +184,30 @@ impl From<Session> for pb::Session {
             total_tokens: s.total_tokens,
             create_time: Some(timestamp(s.created_at)),
             update_time: Some(timestamp(s.updated_at)),
+            summary_version: s.summary.version,
+            summarized_through_seq: s.summary.through_seq,
         }
+    }
+}
+
+/// A role as its proto enum.
+pub fn role(r: Role) -> pb::Role {
+    match r {
+        Role::User => pb::Role::User,
+        Role::Assistant => pb::Role::Assistant,
+        Role::System => pb::Role::System,
+        Role::Tool => pb::Role::Tool,
+    }
+}
+
+/// A tool-call status as its proto enum.
+pub fn tool_status(s: ToolCallStatus) -> pb::ToolCallStatus {
+    match s {
+        ToolCallStatus::Success => pb::ToolCallStatus::Success,
+        ToolCallStatus::Failure => pb::ToolCallStatus::Failure,
+        ToolCallStatus::Timeout => pb::ToolCallStatus::Timeout,
+        ToolCallStatus::Pending => pb::ToolCallStatus::Pending,
+        ToolCallStatus::Unknown => pb::ToolCallStatus::Unknown,
     }
 }
 
@@ -177,12 +215,7 @@ impl From<Turn> for pb::Turn {
     fn from(t: Turn) -> Self {
         pb::Turn {
             seq: t.seq,
-            role: match t.role {
-                Role::User => pb::Role::User,
-                Role::Assistant => pb::Role::Assistant,
-                Role::System => pb::Role::System,
-                Role::Tool => pb::Role::Tool,
-            } as i32,
+            role: role(t.role) as i32,
             speaker: t.speaker,
             content: t.content,
             client_time: t.client_time.map(timestamp),
@@ -191,13 +224,7 @@ impl From<Turn> for pb::Turn {
                 tool_name: c.tool_name,
                 arguments_json: c.arguments_json,
                 result: c.result,
-                status: match c.status {
-                    ToolCallStatus::Success => pb::ToolCallStatus::Success,
-                    ToolCallStatus::Failure => pb::ToolCallStatus::Failure,
-                    ToolCallStatus::Timeout => pb::ToolCallStatus::Timeout,
-                    ToolCallStatus::Pending => pb::ToolCallStatus::Pending,
-                    ToolCallStatus::Unknown => pb::ToolCallStatus::Unknown,
-                } as i32,
+                status: tool_status(c.status) as i32,
                 error_details: c.error_details,
             }),
             metadata: t.metadata.into_iter().collect(),

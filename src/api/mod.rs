@@ -4,6 +4,7 @@
 //! runs in a span carrying the RPC name, namespace and session id.
 
 pub mod convert;
+pub mod summaries;
 
 use std::sync::Arc;
 
@@ -192,6 +193,134 @@ impl MemoryService for MemoryApi {
             Ok(Response::new(pb::ListTurnsResponse {
                 turns: page.items.into_iter().map(Into::into).collect(),
                 next_page_token: page.next_page_token.unwrap_or_default(),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn summarize(
+        &self,
+        request: Request<pb::SummarizeRequest>,
+    ) -> Result<Response<pb::SummarizeResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("Summarize", &r.namespace, &r.session_id);
+        async move {
+            let s = self
+                .memory
+                .summarize(&r.namespace, &r.session_id, r.wait)
+                .await?;
+            Ok(Response::new(pb::SummarizeResponse {
+                queued: s.is_none(),
+                summary: s.map(Into::into),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn get_summary(
+        &self,
+        request: Request<pb::GetSummaryRequest>,
+    ) -> Result<Response<pb::GetSummaryResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("GetSummary", &r.namespace, &r.session_id);
+        async move {
+            let format = pb::SummaryFormat::try_from(r.format).map_err(|_| {
+                crate::Error::invalid(format!("format {} is not a known summary format", r.format))
+            })?;
+            let s = self
+                .memory
+                .get_summary(&r.namespace, &r.session_id, r.version)
+                .await?;
+            let rendered = match format {
+                pb::SummaryFormat::Json => crate::summarize::render::json(&s),
+                pb::SummaryFormat::Markdown => crate::summarize::render::markdown(&s),
+                pb::SummaryFormat::Structured | pb::SummaryFormat::Unspecified => String::new(),
+            };
+            Ok(Response::new(pb::GetSummaryResponse {
+                summary: Some(s.into()),
+                rendered,
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn list_summaries(
+        &self,
+        request: Request<pb::ListSummariesRequest>,
+    ) -> Result<Response<pb::ListSummariesResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("ListSummaries", &r.namespace, &r.session_id);
+        async move {
+            let page = self
+                .memory
+                .list_summaries(&r.namespace, &r.session_id, r.page_size, &r.page_token)
+                .await?;
+            Ok(Response::new(pb::ListSummariesResponse {
+                summaries: page.items.iter().map(summaries::info).collect(),
+                next_page_token: page.next_page_token.unwrap_or_default(),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn get_audit_log(
+        &self,
+        request: Request<pb::GetAuditLogRequest>,
+    ) -> Result<Response<pb::GetAuditLogResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("GetAuditLog", &r.namespace, &r.session_id);
+        async move {
+            let page = self
+                .memory
+                .audit_log(&r.namespace, &r.session_id, r.page_size, &r.page_token)
+                .await?;
+            Ok(Response::new(pb::GetAuditLogResponse {
+                records: page.items.into_iter().map(Into::into).collect(),
+                next_page_token: page.next_page_token.unwrap_or_default(),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn list_review_items(
+        &self,
+        request: Request<pb::ListReviewItemsRequest>,
+    ) -> Result<Response<pb::ListReviewItemsResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("ListReviewItems", &r.namespace, "");
+        async move {
+            let page = self
+                .memory
+                .review_items(&r.namespace, r.include_resolved, r.page_size, &r.page_token)
+                .await?;
+            Ok(Response::new(pb::ListReviewItemsResponse {
+                items: page.items.into_iter().map(Into::into).collect(),
+                next_page_token: page.next_page_token.unwrap_or_default(),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn resolve_review_item(
+        &self,
+        request: Request<pb::ResolveReviewItemRequest>,
+    ) -> Result<Response<pb::ResolveReviewItemResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("ResolveReviewItem", &r.namespace, "");
+        async move {
+            let status = summaries::resolution(r.status)?;
+            let item = self
+                .memory
+                .resolve_review_item(&r.namespace, &r.review_id, status, &r.reviewer, &r.comment)
+                .await?;
+            Ok(Response::new(pb::ResolveReviewItemResponse {
+                item: Some(item.into()),
             }))
         }
         .instrument(span)

@@ -16,10 +16,15 @@ use self::types::{
     now_nanos, AppendOutcome, NewTurn, PreparedAppend, Session, SessionFilter, SessionSettings,
     SessionState, Turn,
 };
-use crate::config::Limits;
+use crate::config::{Limits, SummaryConfig};
 use crate::error::{Error, Result};
 use crate::store::commit::GroupCommit;
 use crate::store::Store;
+use crate::summarize::model::Trigger;
+use crate::summarize::pipeline::Attempt;
+use crate::summarize::records::{AuditKind, AuditRecord, ReviewItem, ReviewStatus};
+use crate::summarize::scheduler::Scheduler;
+use crate::summarize::SessionSummary;
 use crate::tokens;
 
 /// Default page size of list calls.
@@ -65,19 +70,49 @@ pub struct Page<T> {
 /// Working memory: the domain API over a store.
 pub struct Memory {
     store: Arc<dyn Store>,
-    commit: GroupCommit,
+    commit: Arc<GroupCommit>,
+    summaries: Scheduler,
     limits: Limits,
 }
 
 impl Memory {
-    /// Wraps `store`, starting its group-commit thread.
-    pub fn new(store: Arc<dyn Store>, limits: Limits) -> Result<Self> {
-        let commit = GroupCommit::start(store.clone(), limits.sync_queue)?;
-        Ok(Memory {
+    /// Wraps `store`, starting its group-commit thread and summary worker,
+    /// and queues the summaries the stored sessions show are due. Must be
+    /// called inside a tokio runtime.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        limits: Limits,
+        summaries: SummaryConfig,
+    ) -> Result<Self> {
+        let commit = Arc::new(GroupCommit::start(store.clone(), limits.sync_queue)?);
+        let summaries = Scheduler::start(store.clone(), commit.clone(), summaries);
+        let memory = Memory {
             store,
             commit,
+            summaries,
             limits,
-        })
+        };
+        // The rescan reads every session record once (not their turns).
+        let store = memory.store.clone();
+        let due = memory.summaries.rescan(store.as_ref())?;
+        if due > 0 {
+            tracing::info!(
+                sessions = due,
+                "resuming summaries that were due before the restart"
+            );
+        }
+        Ok(memory)
+    }
+
+    /// The summary scheduler (its counters).
+    pub fn summaries(&self) -> &Scheduler {
+        &self.summaries
+    }
+
+    /// Stops the summary worker after its queued work, then syncs.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.summaries.shutdown().await;
+        self.sync().await
     }
 
     /// The group-commit handle (its counters show syncs per request).
@@ -125,6 +160,7 @@ impl Memory {
             total_tokens: 0,
             created_at: now,
             updated_at: now,
+            summary: Default::default(),
         };
         let s = session.clone();
         self.blocking(move |st| st.create_session(&s)).await?;
@@ -190,6 +226,7 @@ impl Memory {
             })
             .await?;
         self.commit.durable().await?;
+        self.summaries.maybe_schedule(&s, Some(Trigger::Close));
         Ok(s)
     }
 
@@ -240,11 +277,14 @@ impl Memory {
                     expected_next_seq: req.expected_next_seq,
                     now: now_nanos(),
                 };
-                st.append_turns(&ns, &id, &prepared)
+                let outcome = st.append_turns(&ns, &id, &prepared)?;
+                Ok((outcome, st.get_session(&ns, &id)?))
             })
             .await?;
         // Replays wait too: the original write may not be durable yet.
         self.commit.durable().await?;
+        let (outcome, session) = outcome;
+        self.summaries.maybe_schedule(&session, None);
         Ok(outcome)
     }
 
@@ -292,6 +332,200 @@ impl Memory {
             items: turns,
             next_page_token: next,
         })
+    }
+
+    /// Summarizes the turns not yet covered. With `wait`, returns the new
+    /// (or, when nothing is new, the latest) summary; else queues the work
+    /// and returns `None`.
+    pub async fn summarize(
+        self: &Arc<Self>,
+        ns: &str,
+        session_id: &str,
+        wait: bool,
+    ) -> Result<Option<SessionSummary>> {
+        let session = self.get_session(ns, session_id).await?;
+        if session.turn_count == 0 {
+            return Err(Error::FailedPrecondition(format!(
+                "session {session_id:?} has no turns to summarize"
+            )));
+        }
+        if !wait {
+            let me = self.clone();
+            let (ns, id) = (ns.to_owned(), session_id.to_owned());
+            tokio::spawn(async move {
+                if let Err(e) = me.summaries.request(&ns, &id).await {
+                    tracing::warn!(namespace = %ns, session_id = %id, error = %e, "requested summary failed");
+                }
+            });
+            return Ok(None);
+        }
+        match self.summaries.request(ns, session_id).await? {
+            Attempt::Stored(s) => Ok(Some(*s)),
+            Attempt::Unchanged => self.get_summary(ns, session_id, 0).await.map(Some),
+            Attempt::Refused(errors) => Err(Error::Internal(format!(
+                "the summarizer produced a summary that failed validation ({}); it was not stored, see GetAuditLog",
+                errors.join("; ")
+            ))),
+        }
+    }
+
+    /// Summary `version` (0 = latest).
+    pub async fn get_summary(
+        &self,
+        ns: &str,
+        session_id: &str,
+        version: u64,
+    ) -> Result<SessionSummary> {
+        validate::id("namespace", ns)?;
+        validate::id("session_id", session_id)?;
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        self.blocking(move |st| st.get_summary(&ns, &id, version))
+            .await
+    }
+
+    /// Summary versions, newest first.
+    pub async fn list_summaries(
+        &self,
+        ns: &str,
+        session_id: &str,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<Page<SessionSummary>> {
+        validate::id("namespace", ns)?;
+        validate::id("session_id", session_id)?;
+        let limit = self.page_size(page_size)?;
+        let at_most = match PageToken::decode(page_token)? {
+            None => u64::MAX,
+            Some(PageToken::SummariesAtMost(v)) => v,
+            Some(_) => return Err(Error::invalid("page_token belongs to another listing")),
+        };
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        let items = self
+            .blocking(move |st| st.list_summaries(&ns, &id, at_most, limit))
+            .await?;
+        let next = match items.last() {
+            Some(s) if items.len() == limit && s.version > 1 => {
+                Some(PageToken::SummariesAtMost(s.version - 1).encode())
+            }
+            _ => None,
+        };
+        Ok(Page {
+            items,
+            next_page_token: next,
+        })
+    }
+
+    /// The session's audit log, oldest first.
+    pub async fn audit_log(
+        &self,
+        ns: &str,
+        session_id: &str,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<Page<AuditRecord>> {
+        validate::id("namespace", ns)?;
+        validate::id("session_id", session_id)?;
+        let limit = self.page_size(page_size)?;
+        let after = match PageToken::decode(page_token)? {
+            None => 0,
+            Some(PageToken::AuditAfter(n)) => n,
+            Some(_) => return Err(Error::invalid("page_token belongs to another listing")),
+        };
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        let items = self
+            .blocking(move |st| st.list_audit(&ns, &id, after, limit))
+            .await?;
+        let next = match items.last() {
+            Some(r) if items.len() == limit => Some(PageToken::AuditAfter(r.audit_seq).encode()),
+            _ => None,
+        };
+        Ok(Page {
+            items,
+            next_page_token: next,
+        })
+    }
+
+    /// The namespace's review queue, oldest first.
+    pub async fn review_items(
+        &self,
+        ns: &str,
+        include_resolved: bool,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<Page<ReviewItem>> {
+        validate::id("namespace", ns)?;
+        let limit = self.page_size(page_size)?;
+        let after = match PageToken::decode(page_token)? {
+            None => None,
+            Some(PageToken::ReviewsAfter(id)) => Some(id),
+            Some(_) => return Err(Error::invalid("page_token belongs to another listing")),
+        };
+        let ns = ns.to_owned();
+        let (items, resume) = self
+            .blocking(move |st| {
+                st.list_review_items(&ns, after.as_deref(), include_resolved, limit, limit * 10)
+            })
+            .await?;
+        Ok(Page {
+            items,
+            next_page_token: resume.map(|id| PageToken::ReviewsAfter(id).encode()),
+        })
+    }
+
+    /// Approves or rejects a review item; durable when it returns.
+    pub async fn resolve_review_item(
+        &self,
+        ns: &str,
+        review_id: &str,
+        status: ReviewStatus,
+        reviewer: &str,
+        comment: &str,
+    ) -> Result<ReviewItem> {
+        validate::id("namespace", ns)?;
+        validate::id("review_id", review_id)?;
+        if status == ReviewStatus::Pending {
+            return Err(Error::invalid("status must be APPROVED or REJECTED"));
+        }
+        if reviewer.is_empty() {
+            return Err(Error::invalid("reviewer is required"));
+        }
+        validate::name("reviewer", reviewer, validate::MAX_NAME_BYTES)?;
+        if comment.len() > validate::MAX_METADATA_VALUE_BYTES {
+            return Err(Error::invalid(format!(
+                "comment is {} bytes; the limit is {}",
+                comment.len(),
+                validate::MAX_METADATA_VALUE_BYTES
+            )));
+        }
+        let audit = AuditRecord {
+            audit_seq: 0,
+            kind: AuditKind::ReviewResolved,
+            created_at: now_nanos(),
+            summary_version: 0,
+            trigger: None,
+            covers_through_seq: 0,
+            pre_summary_tokens: 0,
+            post_summary_tokens: 0,
+            compression_ratio: 0.0,
+            summarizer: String::new(),
+            covered_turns_sha256: String::new(),
+            validation_passed: true,
+            validation_errors: Vec::new(),
+            decisions: 0,
+            pending_actions: 0,
+            open_questions: 0,
+            health_flags: Vec::new(),
+            review_id: review_id.to_owned(),
+            review_status: Some(status),
+            reviewer: reviewer.to_owned(),
+            comment: comment.to_owned(),
+        };
+        let (ns, id) = (ns.to_owned(), review_id.to_owned());
+        let item = self
+            .blocking(move |st| st.resolve_review_item(&ns, &id, status, audit))
+            .await?;
+        self.commit.durable().await?;
+        Ok(item)
     }
 
     /// Makes every acknowledged and pending write durable (used at shutdown).

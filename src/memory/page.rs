@@ -11,6 +11,12 @@ pub enum PageToken {
     SessionsAfter(String),
     /// Turns: continue at this seq.
     TurnsFrom(u64),
+    /// Summaries (newest first): continue at this version and below.
+    SummariesAtMost(u64),
+    /// Audit log: continue after this audit seq.
+    AuditAfter(u64),
+    /// Review queue: continue after this review id.
+    ReviewsAfter(String),
 }
 
 impl PageToken {
@@ -19,6 +25,9 @@ impl PageToken {
         let raw = match self {
             PageToken::SessionsAfter(id) => format!("s1:{id}"),
             PageToken::TurnsFrom(seq) => format!("t1:{seq}"),
+            PageToken::SummariesAtMost(v) => format!("m1:{v}"),
+            PageToken::AuditAfter(n) => format!("a1:{n}"),
+            PageToken::ReviewsAfter(id) => format!("r1:{id}"),
         };
         raw.bytes().map(|b| format!("{b:02x}")).collect()
     }
@@ -46,6 +55,21 @@ impl PageToken {
                 .parse()
                 .map(|s| Some(PageToken::TurnsFrom(s)))
                 .map_err(|_| bad());
+        }
+        if let Some(v) = raw.strip_prefix("m1:") {
+            return v
+                .parse()
+                .map(|v| Some(PageToken::SummariesAtMost(v)))
+                .map_err(|_| bad());
+        }
+        if let Some(n) = raw.strip_prefix("a1:") {
+            return n
+                .parse()
+                .map(|n| Some(PageToken::AuditAfter(n)))
+                .map_err(|_| bad());
+        }
+        if let Some(id) = raw.strip_prefix("r1:") {
+            return Ok(Some(PageToken::ReviewsAfter(id.to_owned())));
         }
         Err(bad())
     }

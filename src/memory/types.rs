@@ -47,6 +47,16 @@ pub enum SessionState {
     Closed,
 }
 
+/// Review policy of a session's summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum RiskLevel {
+    /// No review.
+    #[default]
+    Normal,
+    /// Irreversible actions in a summary go to the review queue.
+    High,
+}
+
 /// Per-session settings with defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionSettings {
@@ -58,6 +68,8 @@ pub struct SessionSettings {
     pub idle_timeout_seconds: u32,
     /// Tokenizer for token counts.
     pub encoding: Encoding,
+    /// Review policy for summaries.
+    pub risk_level: RiskLevel,
 }
 
 impl Default for SessionSettings {
@@ -67,6 +79,7 @@ impl Default for SessionSettings {
             context_limit_tokens: 128_000,
             idle_timeout_seconds: 1800,
             encoding: Encoding::Cl100kBase,
+            risk_level: RiskLevel::Normal,
         }
     }
 }
@@ -98,6 +111,25 @@ pub struct Session {
     pub created_at: UnixNanos,
     /// Last change (server clock).
     pub updated_at: UnixNanos,
+    /// Progress of the session's running summaries.
+    pub summary: SummaryProgress,
+}
+
+/// Where a session's running summaries stand. Updated atomically with each
+/// stored summary, so triggers after a restart are derived from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryProgress {
+    /// Latest stored summary version (0 = none).
+    pub version: u64,
+    /// Last seq the latest summary covers.
+    pub through_seq: u64,
+    /// Tokens of turns 1..=through_seq.
+    pub through_tokens: u64,
+    /// Last seq any attempt (stored or refused) covered: triggers count
+    /// from here, so a refused summary is not retried on every append.
+    pub attempted_through_seq: u64,
+    /// Audit records written.
+    pub audit_seq: u64,
 }
 
 /// Who produced a turn.

@@ -35,12 +35,9 @@ pub trait Engine: Send + Sync + 'static {
     /// The value of `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
 
-    /// Entries with keys in `[from, to)` order, ascending, at most `limit`.
-    /// `to = None` means "while keys start with `prefix`".
+    /// Entries from `from` (or from `prefix` when unbounded) in ascending
+    /// key order while keys start with `prefix`, at most `limit`.
     fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>>;
-
-    /// The last entry whose key starts with `prefix`.
-    fn last_with_prefix(&self, prefix: &[u8]) -> Result<Option<Entry>>;
 
     /// Applies every write of `batch` atomically.
     fn apply(&self, batch: Batch) -> Result<()>;
@@ -83,15 +80,6 @@ impl Engine for MemoryEngine {
             .take(limit)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect())
-    }
-
-    fn last_with_prefix(&self, prefix: &[u8]) -> Result<Option<Entry>> {
-        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
-        Ok(map
-            .range(prefix.to_vec()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .last()
-            .map(|(k, v)| (k.clone(), v.clone())))
     }
 
     fn apply(&self, batch: Batch) -> Result<()> {
@@ -230,16 +218,6 @@ impl Engine for SledEngine {
             out.push((k.to_vec(), v.to_vec()));
         }
         Ok(out)
-    }
-
-    fn last_with_prefix(&self, prefix: &[u8]) -> Result<Option<Entry>> {
-        match self.tree.scan_prefix(prefix).next_back() {
-            Some(item) => {
-                let (k, v) = item?;
-                Ok(Some((k.to_vec(), v.to_vec())))
-            }
-            None => Ok(None),
-        }
     }
 
     fn apply(&self, batch: Batch) -> Result<()> {

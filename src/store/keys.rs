@@ -7,6 +7,10 @@
 //! T <ns> 0x00 <session_id> 0x00 <seq: u64 BE>      -> Turn
 //! I <ns> 0x00 <session_id> 0x00 <idempotency_key>  -> IdempotencyRecord
 //! U <ns> 0x00 <subject_id> 0x00 <session_id>       -> (empty) subject index
+//! M <ns> 0x00 <session_id> 0x00 <version: u64 BE>  -> SessionSummary
+//! F <ns> 0x00 <session_id>                         -> FoldRecord (latest)
+//! A <ns> 0x00 <session_id> 0x00 <audit_seq: u64 BE> -> AuditRecord
+//! R <ns> 0x00 <review_id>                          -> ReviewItem
 //! ```
 //!
 //! Invariant relied on for prefix scans: namespaces, session ids and
@@ -22,6 +26,14 @@ pub const TURN: u8 = b'T';
 pub const IDEMPOTENCY: u8 = b'I';
 /// Tag byte of the subject index.
 pub const SUBJECT: u8 = b'U';
+/// Tag byte of stored summaries.
+pub const SUMMARY: u8 = b'M';
+/// Tag byte of fold states.
+pub const FOLD: u8 = b'F';
+/// Tag byte of audit records.
+pub const AUDIT: u8 = b'A';
+/// Tag byte of review items.
+pub const REVIEW: u8 = b'R';
 
 fn key(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
     let len = 1 + parts.iter().map(|p| p.len() + 1).sum::<usize>();
@@ -89,6 +101,53 @@ pub fn subject(ns: &str, subject_id: &str, session_id: &str) -> Vec<u8> {
 /// Prefix of the subject-index entries of one subject.
 pub fn subject_of(ns: &str, subject_id: &str) -> Vec<u8> {
     let mut k = key(SUBJECT, &[ns.as_bytes(), subject_id.as_bytes()]);
+    k.push(0);
+    k
+}
+
+/// Key of summary `version` of a session.
+pub fn summary(ns: &str, session_id: &str, version: u64) -> Vec<u8> {
+    key(
+        SUMMARY,
+        &[ns.as_bytes(), session_id.as_bytes(), &version.to_be_bytes()],
+    )
+}
+
+/// Prefix of every summary of a session.
+pub fn summaries_of(ns: &str, session_id: &str) -> Vec<u8> {
+    let mut k = key(SUMMARY, &[ns.as_bytes(), session_id.as_bytes()]);
+    k.push(0);
+    k
+}
+
+/// Key of a session's fold state.
+pub fn fold(ns: &str, session_id: &str) -> Vec<u8> {
+    key(FOLD, &[ns.as_bytes(), session_id.as_bytes()])
+}
+
+/// Key of audit record `n` of a session.
+pub fn audit(ns: &str, session_id: &str, n: u64) -> Vec<u8> {
+    key(
+        AUDIT,
+        &[ns.as_bytes(), session_id.as_bytes(), &n.to_be_bytes()],
+    )
+}
+
+/// Prefix of every audit record of a session.
+pub fn audits_of(ns: &str, session_id: &str) -> Vec<u8> {
+    let mut k = key(AUDIT, &[ns.as_bytes(), session_id.as_bytes()]);
+    k.push(0);
+    k
+}
+
+/// Key of a review item.
+pub fn review(ns: &str, review_id: &str) -> Vec<u8> {
+    key(REVIEW, &[ns.as_bytes(), review_id.as_bytes()])
+}
+
+/// Prefix of a namespace's review items.
+pub fn reviews_of(ns: &str) -> Vec<u8> {
+    let mut k = key(REVIEW, &[ns.as_bytes()]);
     k.push(0);
     k
 }

@@ -8,9 +8,11 @@ use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard};
 
 use super::engine::{Batch, Engine, MemoryEngine, SledEngine, Write};
-use super::{codec, keys, plan_append, AppendPlan, IdempotencyRecord, SessionPage, Store};
+use super::{codec, keys, plan_append, AppendPlan, IdempotencyRecord, SessionPage, SessionScan, Store};
 use crate::error::{Error, Result};
 use crate::memory::types::{AppendOutcome, PreparedAppend, Session, SessionFilter, Turn};
+use crate::summarize::records::{AuditRecord, FoldRecord, ReviewItem, ReviewStatus, SummaryWrite};
+use crate::summarize::SessionSummary;
 
 /// Lock stripes: enough that unrelated sessions rarely contend.
 const STRIPES: usize = 64;
@@ -105,7 +107,37 @@ impl<E: Engine> KvStore<E> {
     fn purge_records(&self, ns: &str, session_id: &str) -> Result<u64> {
         let turns = self.delete_prefix(&keys::turns_of(ns, session_id))?;
         self.delete_prefix(&keys::idempotency_of(ns, session_id))?;
+        self.delete_prefix(&keys::summaries_of(ns, session_id))?;
+        self.delete_prefix(&keys::audits_of(ns, session_id))?;
+        self.engine
+            .apply(vec![Write::Delete(keys::fold(ns, session_id))])?;
+        // Review items are keyed by namespace; drop this session's.
+        let prefix = keys::reviews_of(ns);
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let bound = match &from {
+                Some(k) => Bound::Excluded(k.as_slice()),
+                None => Bound::Unbounded,
+            };
+            let chunk = self.engine.scan(bound, &prefix, DELETE_CHUNK)?;
+            let Some((last, _)) = chunk.last() else { break };
+            from = Some(last.clone());
+            let mut batch = Batch::new();
+            for (k, v) in &chunk {
+                // A corrupt review item cannot be attributed; keep it.
+                if let Ok(item) = codec::decode::<ReviewItem>(v, String::new) {
+                    if item.session_id == session_id {
+                        batch.push(Write::Delete(k.clone()));
+                    }
+                }
+            }
+            self.engine.apply(batch)?;
+        }
         Ok(turns)
+    }
+
+    fn what_summary<'a>(ns: &'a str, session_id: &'a str, v: u64) -> impl FnOnce() -> String + 'a {
+        move || format!("summary version {v} of session {ns}/{session_id}")
     }
 }
 
@@ -302,12 +334,14 @@ impl<E: Engine> Store for KvStore<E> {
         )?;
         let mut out = Vec::with_capacity(entries.len());
         for (k, v) in entries {
+            // Stop on the key, before decoding: a turn outside the range
+            // must not be read (nor fail a request with its checksum).
+            if keys::seq_of(&k) > to_seq {
+                break;
+            }
             let t: Turn = codec::decode(&v, || {
                 format!("turn {} of session {ns}/{session_id}", keys::seq_of(&k))
             })?;
-            if t.seq > to_seq {
-                break;
-            }
             out.push(t);
         }
         Ok(out)
@@ -315,5 +349,234 @@ impl<E: Engine> Store for KvStore<E> {
 
     fn sync(&self) -> Result<()> {
         self.engine.sync()
+    }
+
+    fn scan_sessions(&self, after: Option<(&str, &str)>, limit: usize) -> Result<SessionScan> {
+        let start = after.map(|(ns, id)| keys::session(ns, id));
+        let from = match &start {
+            Some(k) => Bound::Excluded(k.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let mut scan = SessionScan::default();
+        for (k, v) in self.engine.scan(from, &[keys::SESSION], limit)? {
+            let text = String::from_utf8_lossy(&k[1..]).into_owned();
+            let (ns, id) = text.split_once('\0').unwrap_or((text.as_str(), ""));
+            scan.resume_after = Some((ns.to_owned(), id.to_owned()));
+            match codec::decode::<Session>(&v, || format!("session record {ns}/{id}")) {
+                Ok(s) => scan.sessions.push(s),
+                Err(e) => scan.unreadable.push(e.to_string()),
+            }
+        }
+        Ok(scan)
+    }
+
+    fn fold_record(&self, ns: &str, session_id: &str) -> Result<Option<FoldRecord>> {
+        self.read(&keys::fold(ns, session_id), || {
+            format!("summary fold state of session {ns}/{session_id}")
+        })
+    }
+
+    fn save_summary(&self, ns: &str, session_id: &str, write: SummaryWrite) -> Result<Session> {
+        let _g = self.lock(ns, session_id);
+        let mut session = self.read_session(ns, session_id)?;
+        if session.summary.version != write.base_version {
+            return Err(Error::Aborted(format!(
+                "session {ns}/{session_id} got summary version {} while this one was being written from version {}",
+                session.summary.version, write.base_version
+            )));
+        }
+        let mut batch = Batch::new();
+        let progress = &mut session.summary;
+        progress.audit_seq += 1;
+        progress.attempted_through_seq = progress
+            .attempted_through_seq
+            .max(write.attempted_through_seq);
+        let mut audit = write.audit;
+        audit.audit_seq = progress.audit_seq;
+        if let (Some(summary), Some(fold)) = (&write.summary, &write.fold) {
+            progress.version = summary.version;
+            progress.through_seq = fold.through_seq;
+            progress.through_tokens = fold.through_tokens;
+            batch.push(Write::Put(
+                keys::summary(ns, session_id, summary.version),
+                codec::encode(summary)?,
+            ));
+            batch.push(Write::Put(keys::fold(ns, session_id), codec::encode(fold)?));
+        }
+        if let Some(review) = &write.review {
+            batch.push(Write::Put(
+                keys::review(ns, &review.review_id),
+                codec::encode(review)?,
+            ));
+        }
+        batch.push(Write::Put(
+            keys::audit(ns, session_id, audit.audit_seq),
+            codec::encode(&audit)?,
+        ));
+        batch.push(Write::Put(
+            keys::session(ns, session_id),
+            codec::encode(&session)?,
+        ));
+        self.engine.apply(batch)?;
+        Ok(session)
+    }
+
+    fn get_summary(&self, ns: &str, session_id: &str, version: u64) -> Result<SessionSummary> {
+        let session = self.read_session(ns, session_id)?;
+        let v = if version == 0 {
+            session.summary.version
+        } else {
+            version
+        };
+        if v == 0 {
+            return Err(Error::NotFound(format!(
+                "session {ns}/{session_id} has no summary yet"
+            )));
+        }
+        self.read(
+            &keys::summary(ns, session_id, v),
+            Self::what_summary(ns, session_id, v),
+        )?
+        .ok_or_else(|| {
+            Error::NotFound(format!(
+                "session {ns}/{session_id} has no summary version {v}"
+            ))
+        })
+    }
+
+    fn list_summaries(
+        &self,
+        ns: &str,
+        session_id: &str,
+        at_most: u64,
+        limit: usize,
+    ) -> Result<Vec<SessionSummary>> {
+        let session = self.read_session(ns, session_id)?;
+        let top = at_most.min(session.summary.version);
+        let mut out = Vec::new();
+        for v in (1..=top).rev().take(limit) {
+            if let Some(s) = self.read(
+                &keys::summary(ns, session_id, v),
+                Self::what_summary(ns, session_id, v),
+            )? {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    fn list_audit(
+        &self,
+        ns: &str,
+        session_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>> {
+        self.read_session(ns, session_id)?;
+        let start = keys::audit(ns, session_id, after);
+        self.engine
+            .scan(
+                Bound::Excluded(&start),
+                &keys::audits_of(ns, session_id),
+                limit,
+            )?
+            .into_iter()
+            .map(|(k, v)| {
+                codec::decode(&v, || {
+                    format!(
+                        "audit record {} of session {ns}/{session_id}",
+                        keys::seq_of(&k)
+                    )
+                })
+            })
+            .collect()
+    }
+
+    fn list_review_items(
+        &self,
+        ns: &str,
+        after: Option<&str>,
+        include_resolved: bool,
+        limit: usize,
+        scan_limit: usize,
+    ) -> Result<(Vec<ReviewItem>, Option<String>)> {
+        let start = after.map(|a| keys::review(ns, a));
+        let from = match &start {
+            Some(k) => Bound::Excluded(k.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let candidates = self
+            .engine
+            .scan(from, &keys::reviews_of(ns), scan_limit + 1)?;
+        let mut items = Vec::new();
+        let mut last: Option<String> = None;
+        for (i, (k, v)) in candidates.iter().enumerate() {
+            if items.len() == limit || i == scan_limit {
+                return Ok((items, last));
+            }
+            let id = session_id_of(k)?;
+            let item: ReviewItem = codec::decode(v, || format!("review item {ns}/{id}"))?;
+            if include_resolved || item.status == ReviewStatus::Pending {
+                items.push(item);
+            }
+            last = Some(id);
+        }
+        Ok((items, None))
+    }
+
+    fn resolve_review_item(
+        &self,
+        ns: &str,
+        review_id: &str,
+        status: ReviewStatus,
+        mut audit: AuditRecord,
+    ) -> Result<ReviewItem> {
+        let key = keys::review(ns, review_id);
+        let peek: ReviewItem = self
+            .read(&key, || format!("review item {ns}/{review_id}"))?
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "review item {review_id:?} not found in namespace {ns:?}"
+                ))
+            })?;
+        let _g = self.lock(ns, &peek.session_id);
+        // Re-read under the session's lock: a concurrent resolve may have won.
+        let mut item: ReviewItem = self
+            .read(&key, || format!("review item {ns}/{review_id}"))?
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "review item {review_id:?} not found in namespace {ns:?}"
+                ))
+            })?;
+        if item.status != ReviewStatus::Pending {
+            return Err(Error::FailedPrecondition(format!(
+                "review item {review_id:?} is already {:?} by {:?}",
+                item.status, item.reviewer
+            )));
+        }
+        item.status = status;
+        item.reviewer = audit.reviewer.clone();
+        item.comment = audit.comment.clone();
+        item.resolved_at = audit.created_at;
+        let mut batch: Batch = vec![Write::Put(key, codec::encode(&item)?)];
+        match self.read_session(ns, &item.session_id) {
+            Ok(mut session) => {
+                session.summary.audit_seq += 1;
+                audit.audit_seq = session.summary.audit_seq;
+                batch.push(Write::Put(
+                    keys::audit(ns, &item.session_id, audit.audit_seq),
+                    codec::encode(&audit)?,
+                ));
+                batch.push(Write::Put(
+                    keys::session(ns, &item.session_id),
+                    codec::encode(&session)?,
+                ));
+            }
+            // The session was deleted meanwhile: resolve the item anyway.
+            Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        self.engine.apply(batch)?;
+        Ok(item)
     }
 }

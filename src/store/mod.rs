@@ -21,6 +21,8 @@ use crate::error::{Error, Result};
 use crate::memory::types::{
     AppendOutcome, PreparedAppend, Session, SessionFilter, SessionState, Turn,
 };
+use crate::summarize::records::{AuditRecord, FoldRecord, ReviewItem, ReviewStatus, SummaryWrite};
+use crate::summarize::SessionSummary;
 
 /// One page of sessions from [`Store::list_sessions`].
 #[derive(Debug, Clone, Default)]
@@ -87,6 +89,77 @@ pub trait Store: Send + Sync + 'static {
 
     /// Makes every write that returned before this call durable on disk.
     fn sync(&self) -> Result<()>;
+
+    /// Sessions of every namespace after `(ns, session_id)`, at most `limit`
+    /// (the summary scheduler's restart scan).
+    /// Corrupt records are reported in `unreadable`, not as an error, so
+    /// one damaged session cannot stop the daemon from starting.
+    fn scan_sessions(&self, after: Option<(&str, &str)>, limit: usize) -> Result<SessionScan>;
+
+    /// The latest fold state of a session, if it has a summary.
+    fn fold_record(&self, ns: &str, session_id: &str) -> Result<Option<FoldRecord>>;
+
+    /// Stores one summary attempt atomically: summary, fold state, audit
+    /// record, review item and the session's progress. `Aborted` when the
+    /// session's summary version is no longer `write.base_version`.
+    /// Returns the session after the write.
+    fn save_summary(&self, ns: &str, session_id: &str, write: SummaryWrite) -> Result<Session>;
+
+    /// Summary `version` of a session (0 = latest); `NotFound` if none.
+    fn get_summary(&self, ns: &str, session_id: &str, version: u64) -> Result<SessionSummary>;
+
+    /// Summaries with version `<= at_most`, newest first, at most `limit`.
+    fn list_summaries(
+        &self,
+        ns: &str,
+        session_id: &str,
+        at_most: u64,
+        limit: usize,
+    ) -> Result<Vec<SessionSummary>>;
+
+    /// Audit records with `audit_seq > after`, oldest first, at most `limit`.
+    fn list_audit(
+        &self,
+        ns: &str,
+        session_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>>;
+
+    /// Review items of a namespace after `after` (a review id), oldest
+    /// first; pending only unless `include_resolved`. Examines at most
+    /// `scan_limit` items; the second value is where to resume, if more.
+    fn list_review_items(
+        &self,
+        ns: &str,
+        after: Option<&str>,
+        include_resolved: bool,
+        limit: usize,
+        scan_limit: usize,
+    ) -> Result<(Vec<ReviewItem>, Option<String>)>;
+
+    /// Resolves a pending review item and appends the resolution to its
+    /// session's audit log (stamping `audit.audit_seq`). `NotFound` for an
+    /// unknown id, `FailedPrecondition` if already resolved.
+    fn resolve_review_item(
+        &self,
+        ns: &str,
+        review_id: &str,
+        status: ReviewStatus,
+        audit: AuditRecord,
+    ) -> Result<ReviewItem>;
+}
+
+/// One page of [`Store::scan_sessions`].
+#[derive(Debug, Clone, Default)]
+pub struct SessionScan {
+    /// Sessions that decoded.
+    pub sessions: Vec<Session>,
+    /// Why the others did not (DATA_LOSS messages naming the session).
+    pub unreadable: Vec<String>,
+    /// The last (namespace, session id) examined; `None` when the page
+    /// was empty.
+    pub resume_after: Option<(String, String)>,
 }
 
 /// What is stored under an idempotency key.

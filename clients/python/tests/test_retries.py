@@ -1,0 +1,163 @@
+"""The client's retry policy, call metadata and TLS, against a scripted in-process server.
+
+The real daemon cannot be made to fail on cue, so a tiny gRPC server that
+speaks the same service answers with the status codes each test scripts,
+and records what every call carried.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from mnemo_client import DeadlineExceeded, MnemoClient, NotFound, Unavailable
+from mnemo_client._gen import session_pb2
+
+
+class ScriptedServer:
+    """Serves GetSession and AppendTurns, failing each call with the next scripted code."""
+
+    def __init__(self, credentials: grpc.ServerCredentials | None = None) -> None:
+        self.failures: list[grpc.StatusCode] = []
+        self.delay_seconds = 0.0
+        self.calls: list[tuple[str, dict[str, str]]] = []
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            "GetSession": grpc.unary_unary_rpc_method_handler(
+                self._get_session,
+                request_deserializer=session_pb2.GetSessionRequest.FromString,
+                response_serializer=session_pb2.GetSessionResponse.SerializeToString,
+            ),
+            "AppendTurns": grpc.unary_unary_rpc_method_handler(
+                self._append_turns,
+                request_deserializer=session_pb2.AppendTurnsRequest.FromString,
+                response_serializer=session_pb2.AppendTurnsResponse.SerializeToString,
+            ),
+        }
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("mnemo.v1.MemoryService", handlers),)
+        )
+        if credentials is None:
+            self.port = self.server.add_insecure_port("127.0.0.1:0")
+        else:
+            self.port = self.server.add_secure_port("127.0.0.1:0", credentials)
+        self.server.start()
+
+    def _answer(self, rpc: str, context: grpc.ServicerContext) -> None:
+        self.calls.append((rpc, {k: str(v) for k, v in context.invocation_metadata()}))
+        time.sleep(self.delay_seconds)
+        if self.failures:
+            context.abort(self.failures.pop(0), f"scripted failure of {rpc}")
+
+    def _get_session(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._answer("GetSession", context)
+        session = session_pb2.Session(namespace=request.namespace, session_id=request.session_id)
+        return session_pb2.GetSessionResponse(session=session)
+
+    def _append_turns(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._answer("AppendTurns", context)
+        return session_pb2.AppendTurnsResponse(first_seq=1, last_seq=len(request.turns))
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedServer]:
+    server = ScriptedServer()
+    yield server
+    server.server.stop(grace=None)
+
+
+@pytest.fixture
+def client(scripted: ScriptedServer) -> Iterator[MnemoClient]:
+    with MnemoClient(f"127.0.0.1:{scripted.port}", api_key="k-123", timeout=2.0, retries=2) as c:
+        yield c
+
+
+TURN = [{"role": "user", "content": "hello"}]
+
+
+def test_reads_are_retried_on_unavailable(scripted: ScriptedServer, client: MnemoClient) -> None:
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAVAILABLE]
+    assert client.get_session("ns", "s").session_id == "s"
+    assert len(scripted.calls) == 3
+
+
+def test_retries_are_bounded(scripted: ScriptedServer, client: MnemoClient) -> None:
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE] * 5
+    with pytest.raises(Unavailable, match="scripted failure"):
+        client.get_session("ns", "s")
+    assert len(scripted.calls) == 3  # one try and retries=2
+
+
+def test_other_codes_are_not_retried(scripted: ScriptedServer, client: MnemoClient) -> None:
+    scripted.failures = [grpc.StatusCode.NOT_FOUND]
+    with pytest.raises(NotFound):
+        client.get_session("ns", "s")
+    assert len(scripted.calls) == 1
+
+
+def test_appends_without_a_key_are_not_retried(scripted: ScriptedServer, client: MnemoClient) -> None:
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE]
+    with pytest.raises(Unavailable):
+        client.append_turns("ns", "s", TURN)
+    assert len(scripted.calls) == 1
+
+
+def test_appends_with_a_key_are_retried(scripted: ScriptedServer, client: MnemoClient) -> None:
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED]
+    assert client.append_turns("ns", "s", TURN, idempotency_key="k1").last_seq == 1
+    assert len(scripted.calls) == 3
+
+
+def test_every_attempt_has_a_deadline(scripted: ScriptedServer) -> None:
+    scripted.delay_seconds = 1.0
+    with MnemoClient(f"127.0.0.1:{scripted.port}", timeout=0.2, retries=1) as c:
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded):
+            c.get_session("ns", "s")
+        assert time.monotonic() - started < 1.5
+    assert len(scripted.calls) == 2
+
+
+def test_api_key_is_sent_as_bearer_token(scripted: ScriptedServer, client: MnemoClient) -> None:
+    client.get_session("ns", "s")
+    client.append_turns("ns", "s", TURN)
+    assert [meta.get("authorization") for _, meta in scripted.calls] == ["Bearer k-123"] * 2
+
+
+def test_no_authorization_header_without_a_key(scripted: ScriptedServer) -> None:
+    with MnemoClient(f"127.0.0.1:{scripted.port}") as c:
+        c.get_session("ns", "s")
+    assert "authorization" not in scripted.calls[0][1]
+
+
+def test_tls_with_a_private_root_certificate(tmp_path: Path) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    server = ScriptedServer(grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())]))
+    try:
+        with MnemoClient(f"localhost:{server.port}", tls=True, root_certificates=cert) as c:
+            assert c.get_session("ns", "s").session_id == "s"
+        with MnemoClient(f"https://localhost:{server.port}", root_certificates=cert.read_bytes()) as c:
+            assert c.get_session("ns", "s").session_id == "s"
+        # Without the private root the server is not trusted.
+        with MnemoClient(f"localhost:{server.port}", tls=True, timeout=2.0, retries=0) as c:
+            with pytest.raises(Unavailable):
+                c.get_session("ns", "s")
+    finally:
+        server.server.stop(grace=None)

@@ -1,0 +1,156 @@
+//! Renderings of a summary for people and prompts: JSON (field names equal
+//! to the proto's) and Markdown with the sections support teams expect:
+//! Issues Reported, Decisions Made, Actions Taken, Pending Follow-Up, Open
+//! Questions. Renderings only rearrange the summary's own items.
+
+use std::fmt::Write as _;
+
+use super::model::{ActionStatus, SessionSummary};
+use crate::memory::types::ToolCallStatus;
+
+/// The summary as pretty JSON.
+pub fn json(s: &SessionSummary) -> String {
+    // Serializing plain data (strings, numbers, enums) cannot fail.
+    serde_json::to_string_pretty(s).unwrap_or_default()
+}
+
+fn seqs(v: &[u64]) -> String {
+    let list: Vec<String> = v.iter().map(|s| format!("#{s}")).collect();
+    format!("[{}]", list.join(", "))
+}
+
+/// The summary as Markdown.
+pub fn markdown(s: &SessionSummary) -> String {
+    let mut out = String::new();
+    // `write!` into a String cannot fail.
+    let _ = writeln!(
+        out,
+        "## Session summary (v{}, turns 1–{})",
+        s.version, s.covers_through_seq
+    );
+    if !s.prose.is_empty() {
+        let _ = writeln!(out, "\n{}", s.prose);
+    }
+    if !s.user_intent.is_empty() {
+        let _ = writeln!(out, "\n**User intent:** {}", s.user_intent);
+    }
+    let _ = writeln!(out, "**Outcome:** {:?}", s.outcome);
+
+    let _ = writeln!(out, "\n### Issues Reported");
+    let mut any = false;
+    for e in &s.errors_and_anomalies {
+        let _ = writeln!(out, "- {:?}: {} [#{}]", e.severity, e.description, e.seq);
+        any = true;
+    }
+    for c in &s.unresolved_conflicts {
+        let _ = writeln!(
+            out,
+            "- Conflict: {} {}",
+            c.description,
+            seqs(&c.conflicting_seqs)
+        );
+        any = true;
+    }
+    for f in &s.key_facts {
+        let _ = writeln!(
+            out,
+            "- {} ({}) {}",
+            f.fact,
+            f.stated_by,
+            seqs(&f.evidence_seqs)
+        );
+        any = true;
+    }
+    if !any {
+        let _ = writeln!(out, "- None");
+    }
+
+    let _ = writeln!(out, "\n### Decisions Made");
+    if s.decisions.is_empty() {
+        let _ = writeln!(out, "- None");
+    }
+    for d in &s.decisions {
+        let why = if d.rationale.is_empty() {
+            String::new()
+        } else {
+            format!(" — because {}", d.rationale)
+        };
+        let _ = writeln!(out, "- {}{} {}", d.decision, why, seqs(&d.evidence_seqs));
+    }
+
+    let _ = writeln!(out, "\n### Actions Taken");
+    let done: Vec<_> = s
+        .pending_actions
+        .iter()
+        .filter(|a| a.status == ActionStatus::Done)
+        .collect();
+    let ok_tools: Vec<_> = s
+        .tool_calls
+        .iter()
+        .filter(|t| t.status == ToolCallStatus::Success)
+        .collect();
+    if done.is_empty() && ok_tools.is_empty() {
+        let _ = writeln!(out, "- None");
+    }
+    for a in done {
+        let _ = writeln!(
+            out,
+            "- {} ({}) {}",
+            a.action,
+            a.owner,
+            seqs(&a.evidence_seqs)
+        );
+    }
+    for t in ok_tools {
+        let _ = writeln!(
+            out,
+            "- `{}({})` → {} [#{}]",
+            t.tool_name, t.arguments_json, t.result_summary, t.seq
+        );
+    }
+
+    let _ = writeln!(out, "\n### Pending Follow-Up");
+    let pending: Vec<_> = s
+        .pending_actions
+        .iter()
+        .filter(|a| a.status != ActionStatus::Done)
+        .collect();
+    if pending.is_empty() {
+        let _ = writeln!(out, "- None");
+    }
+    for a in pending {
+        let due = if a.deadline.is_empty() {
+            String::new()
+        } else {
+            format!(", due {}", a.deadline)
+        };
+        let _ = writeln!(
+            out,
+            "- {} (owner {}{}, {:?}, {:?}) {}",
+            a.action,
+            a.owner,
+            due,
+            a.priority,
+            a.status,
+            seqs(&a.evidence_seqs)
+        );
+    }
+
+    let _ = writeln!(out, "\n### Open Questions");
+    if s.open_questions.is_empty() {
+        let _ = writeln!(out, "- None");
+    }
+    for q in &s.open_questions {
+        let _ = writeln!(
+            out,
+            "- {} (asked by {}) {}",
+            q.question,
+            q.asked_by,
+            seqs(&q.evidence_seqs)
+        );
+    }
+    if !s.truncated.is_empty() {
+        let _ = writeln!(out, "\n_Not fully covered: {}_", s.truncated);
+    }
+    out
+}
