@@ -8,7 +8,9 @@ use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard};
 
 use super::engine::{Batch, Engine, MemoryEngine, SledEngine, Write};
-use super::{codec, keys, plan_append, AppendPlan, IdempotencyRecord, SessionPage, SessionScan, Store};
+use super::{
+    codec, keys, plan_append, AppendPlan, IdempotencyRecord, SessionPage, SessionScan, Store,
+};
 use crate::error::{Error, Result};
 use crate::memory::types::{AppendOutcome, PreparedAppend, Session, SessionFilter, Turn};
 use crate::summarize::records::{AuditRecord, FoldRecord, ReviewItem, ReviewStatus, SummaryWrite};
