@@ -12,7 +12,10 @@
 //!   repeated (the case where tiktoken is quadratic); and `count_turn` on
 //!   ~200-byte turns.
 //!
-//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|all]` (default
+//! - `summaries`: time to fold 10 new turns into the stored summary of a
+//!   100- and a 10,000-turn session, next to a from-scratch fold.
+//!
+//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|all]` (default
 //! `all`). Prints Markdown tables and writes every figure to
 //! `target/bench/mnemo_bench.json`. This measures, it does not test: nothing
 //! asserts on timing. Every loop stops at a count or a time limit, whichever
@@ -33,15 +36,20 @@ fn main() {
     };
     let mut figures = serde_json::Map::new();
     figures.insert("meta".into(), to_json(&Meta::now()));
-    if which != Which::Tokens {
+    if which == Which::Append || which == Which::All {
         let report = append::run();
         report.print();
         figures.insert("append".into(), to_json(&report));
     }
-    if which != Which::Append {
+    if which == Which::Tokens || which == Which::All {
         let report = tokens::run();
         report.print();
         figures.insert("tokens".into(), to_json(&report));
+    }
+    if which == Which::Summaries || which == Which::All {
+        let report = summaries::run();
+        report.print();
+        figures.insert("summaries".into(), to_json(&report));
     }
     write_json(&serde_json::Value::Object(figures));
 }
@@ -51,6 +59,7 @@ fn main() {
 enum Which {
     Append,
     Tokens,
+    Summaries,
     All,
 }
 
@@ -66,6 +75,7 @@ impl Which {
             None | Some("all") => Ok(Which::All),
             Some("append") => Ok(Which::Append),
             Some("tokens") => Ok(Which::Tokens),
+            Some("summaries") => Ok(Which::Summaries),
             Some(other) => Err(other.to_owned()),
         }
     }
@@ -895,6 +905,188 @@ mod tokens {
                 );
             }
             print_derived(&self.derived);
+        }
+    }
+}
+
+/// Running summaries: the time to fold 10 new turns into the stored
+/// summary of sessions of 100 and 10,000 turns (incremental: it must not
+/// grow with the session), next to folding the whole session from scratch.
+/// Runs the real pipeline (fold, render, validate, one atomic store write)
+/// on a sled store in a temp dir; the group-commit fsync that follows in
+/// the daemon is measured by `append`, not here.
+mod summaries {
+    use std::time::{Duration, Instant};
+
+    use hdrhistogram::Histogram;
+    use mnemo::config::SummaryConfig;
+    use mnemo::memory::types::{
+        NewTurn, PreparedAppend, Role, Session, SessionSettings, SessionState, ToolCall,
+        ToolCallStatus,
+    };
+    use mnemo::store::{SledStore, Store};
+    use mnemo::summarize::model::Trigger;
+    use mnemo::summarize::pipeline::{self, Attempt};
+    use serde::Serialize;
+
+    const LINES: [&str; 10] = [
+        "Hi, I was charged twice for order ORD-{n}, $49.99 each time.",
+        "Let me look up order ORD-{n} for you.",
+        "I can see two charges of $49.99 on 2024-03-14 for ORD-{n}.",
+        "Can you refund the duplicate charge on ORD-{n}?",
+        "We decided to refund the duplicate charge because it was a processing error.",
+        "I will send the refund confirmation to jane{n}@example.com by Friday.",
+        "Will the refund show up on my statement this week?",
+        "Yes, refunds usually appear within 3 to 5 business days.",
+        "Thanks, that's all for order ORD-{n}.",
+        "The refund for ORD-{n} has been processed.",
+    ];
+
+    fn turn(i: u64) -> NewTurn {
+        let tool_call = (i % 10 == 2).then(|| ToolCall {
+            tool_name: "lookup_order".into(),
+            arguments_json: format!(r#"{{"order_id": "ORD-{i}"}}"#),
+            result: format!("ORD-{i}: 2 charges of $49.99"),
+            status: ToolCallStatus::Success,
+            error_details: String::new(),
+        });
+        NewTurn {
+            role: if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            },
+            speaker: if i % 2 == 0 {
+                "customer".into()
+            } else {
+                "agent-a".into()
+            },
+            content: LINES[(i % 10) as usize].replace("{n}", &i.to_string()),
+            client_time: None,
+            tool_call,
+            metadata: Default::default(),
+        }
+    }
+
+    fn append(store: &dyn Store, id: &str, from: u64, n: u64) {
+        let turns: Vec<NewTurn> = (from..from + n).map(turn).collect();
+        let append = PreparedAppend {
+            token_counts: turns.iter().map(|_| 20).collect(),
+            turns,
+            idempotency_key: None,
+            fingerprint: [0; 32],
+            expected_next_seq: None,
+            now: 1_733_000_000_000_000_000 + from as i64 * 1_000_000_000,
+        };
+        store.append_turns("bench", id, &append).expect("append");
+    }
+
+    fn summarize(store: &dyn Store, id: &str) -> Duration {
+        let start = Instant::now();
+        let r = pipeline::run(
+            store,
+            &SummaryConfig::default(),
+            "bench",
+            id,
+            Trigger::Requested,
+            true,
+        )
+        .expect("summary attempt");
+        let took = start.elapsed();
+        assert!(
+            matches!(r, Attempt::Stored(_)),
+            "the benchmark's summaries validate"
+        );
+        took
+    }
+
+    /// One session size.
+    #[derive(Serialize)]
+    pub struct Case {
+        turns: u64,
+        from_scratch_ms: f64,
+        fold_10_p50_us: u64,
+        fold_10_p99_us: u64,
+        samples: u64,
+    }
+
+    /// All figures.
+    #[derive(Serialize)]
+    pub struct Report {
+        cases: Vec<Case>,
+        fold_10_p50_ratio_10000_vs_100: f64,
+    }
+
+    pub fn run() -> Report {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SledStore::open(&dir.path().join("data")).expect("sled store");
+        let mut cases = Vec::new();
+        for size in [100u64, 10_000] {
+            let id = format!("s{size}");
+            let session = Session {
+                namespace: "bench".into(),
+                session_id: id.clone(),
+                subject_id: String::new(),
+                title: String::new(),
+                metadata: Default::default(),
+                settings: SessionSettings::default(),
+                state: SessionState::Active,
+                turn_count: 0,
+                next_seq: 1,
+                total_tokens: 0,
+                created_at: 0,
+                updated_at: 0,
+                summary: Default::default(),
+            };
+            store.create_session(&session).expect("create");
+            let mut next = 0;
+            while next < size {
+                let n = (size - next).min(256);
+                append(&store, &id, next, n);
+                next += n;
+            }
+            let from_scratch = summarize(&store, &id);
+            let mut h = Histogram::<u64>::new(3).expect("histogram");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            for _ in 0..50 {
+                if Instant::now() > deadline {
+                    break;
+                }
+                append(&store, &id, next, 10);
+                next += 10;
+                let took = summarize(&store, &id);
+                h.record(took.as_micros() as u64).expect("in range");
+            }
+            cases.push(Case {
+                turns: size,
+                from_scratch_ms: from_scratch.as_secs_f64() * 1e3,
+                fold_10_p50_us: h.value_at_quantile(0.5),
+                fold_10_p99_us: h.value_at_quantile(0.99),
+                samples: h.len(),
+            });
+        }
+        let ratio = cases[1].fold_10_p50_us as f64 / cases[0].fold_10_p50_us.max(1) as f64;
+        Report {
+            cases,
+            fold_10_p50_ratio_10000_vs_100: ratio,
+        }
+    }
+
+    impl Report {
+        pub fn print(&self) {
+            println!("\n## summaries: fold 10 new turns into a stored summary (pipeline, sled, no fsync)\n");
+            println!("| session turns | from scratch (ms) | +10 turns p50 (µs) | +10 turns p99 (µs) | samples |");
+            println!("|---:|---:|---:|---:|---:|");
+            for c in &self.cases {
+                println!(
+                    "| {} | {:.1} | {} | {} | {} |",
+                    c.turns, c.from_scratch_ms, c.fold_10_p50_us, c.fold_10_p99_us, c.samples
+                );
+            }
+            println!(
+                "\n+10 turns p50 at 10,000 turns / at 100 turns: {:.2}",
+                self.fold_10_p50_ratio_10000_vs_100
+            );
         }
     }
 }

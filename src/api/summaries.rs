@@ -172,6 +172,7 @@ impl From<SessionSummary> for pb::SessionSummary {
                     last_seq: t.last_seq,
                     topic: t.topic,
                     key_points: t.key_points,
+                    evidence_seqs: t.evidence_seqs,
                 })
                 .collect(),
             prose: s.prose,
@@ -182,6 +183,7 @@ impl From<SessionSummary> for pb::SessionSummary {
             duration_seconds: s.duration_seconds,
             total_turns: s.total_turns,
             requires_human_review: s.requires_human_review,
+            user_intent_seq: s.user_intent_seq,
         }
     }
 }

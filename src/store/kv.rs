@@ -349,6 +349,19 @@ impl<E: Engine> Store for KvStore<E> {
         Ok(out)
     }
 
+    fn get_turns(&self, ns: &str, session_id: &str, seqs: &[u64]) -> Result<Vec<Turn>> {
+        let mut out = Vec::with_capacity(seqs.len());
+        for &seq in seqs {
+            let key = keys::turn(ns, session_id, seq);
+            if let Some(t) =
+                self.read(&key, || format!("turn {seq} of session {ns}/{session_id}"))?
+            {
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
+
     fn sync(&self) -> Result<()> {
         self.engine.sync()
     }

@@ -87,6 +87,10 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<Turn>>;
 
+    /// The turns with the given seqs (absent ones are skipped), by point
+    /// reads; the session record is not read.
+    fn get_turns(&self, ns: &str, session_id: &str, seqs: &[u64]) -> Result<Vec<Turn>>;
+
     /// Makes every write that returned before this call durable on disk.
     fn sync(&self) -> Result<()>;
 

@@ -251,7 +251,9 @@ impl OpenTopic {
 
 /// Everything folded so far. Serializable so it can be stored with the
 /// latest summary and resumed; equal states render equal summaries.
+/// Fields missing from a stored state (an older version) start empty.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct FoldState {
     last_seq: u64,
     total_turns: u64,
@@ -283,8 +285,13 @@ pub struct FoldState {
     conv_index: u64,
     /// Seq and speaker of the last conversational turn.
     prev_conv: Option<(u64, String)>,
-    /// Up to two most recent distinct conversational speakers, newest first.
+    /// Up to two most recent distinct user/assistant speakers, newest first.
     recent_speakers: Vec<String>,
+    /// The tool that failed since the last conversational turn.
+    last_failed_tool: Option<String>,
+    /// For each action (same order): the tool whose next success completes
+    /// it, when it was promised as a retry.
+    action_retries: Vec<Option<String>>,
     last_resolution_seq: u64,
     last_complaint_seq: u64,
     closing_conv_index: Option<u64>,
@@ -341,14 +348,14 @@ impl FoldState {
         }
 
         let annotation = rules::annotation(&turn.metadata);
-        let (kind, sentences) = rules::classify_text(text);
+        let (_, sentences) = rules::classify_text(text);
         // Tool output is machine text: it gives facts and artifacts, not
         // commitments or questions.
         let conversational = turn.tool_call.is_none() && turn.role != Role::Tool;
         if conversational {
             match annotation {
                 Some(a) => self.fold_annotation(a, turn.seq, &speaker, text, time),
-                None => self.fold_sentences(turn.seq, &speaker, text, time, kind, &sentences),
+                None => self.fold_sentences(turn.seq, &speaker, text, time, &sentences),
             }
             if turn.role == Role::User && self.user_intent.is_none() {
                 self.note_intent(turn.seq, &sentences);
@@ -357,9 +364,14 @@ impl FoldState {
                 self.closing_conv_index = Some(self.conv_index);
             }
             self.prev_conv = Some((turn.seq, speaker.clone()));
-            self.recent_speakers.retain(|s| *s != speaker);
-            self.recent_speakers.insert(0, speaker.clone());
-            self.recent_speakers.truncate(2);
+            // "You" is a person or the agent, never a system notice.
+            if matches!(turn.role, Role::User | Role::Assistant) {
+                self.recent_speakers.retain(|s| *s != speaker);
+                self.recent_speakers.insert(0, speaker.clone());
+                self.recent_speakers.truncate(2);
+            }
+            // Only the turn right after a failure can promise its retry.
+            self.last_failed_tool = None;
             self.conv_index += 1;
         }
         if annotation != Some(Annotation::Fact) {
@@ -377,7 +389,6 @@ impl FoldState {
         speaker: &str,
         text: &str,
         time: i64,
-        kind: TurnKind,
         sentences: &[Classified<'_>],
     ) {
         self.answer_questions(seq, speaker, sentences);
@@ -400,7 +411,10 @@ impl FoldState {
                     .rev()
                     .find(|a| a.owner == speaker && a.status == ActionStatus::Pending)
                 {
-                    a.status = ActionStatus::InProgress;
+                    // "Will do" acknowledges; "On it" / "Working on it" starts.
+                    if rules::is_started(c.text) {
+                        a.status = ActionStatus::InProgress;
+                    }
                     push_seq(&mut a.evidence_seqs, seq);
                 }
             }
@@ -447,28 +461,38 @@ impl FoldState {
             if c.cues.decision || !c.cues.maybe_action {
                 continue;
             }
-            let Some(cue) = rules::action_cue(c.text, &participants) else {
-                continue;
-            };
-            let owner = self.owner_name(cue.owner, speaker);
-            let deadline = rules::deadline(c.text, time)
-                .or_else(|| rules::deadline(text, time))
-                .unwrap_or_default();
-            let depends_on = rules::depends_on(c.text)
-                .into_iter()
-                .map(str::to_string)
-                .collect();
-            let action = rules::clip(rules::trim_filler(c.text), rules::MAX_ITEM_CHARS);
-            self.add_action(PendingAction {
-                action,
-                owner,
-                deadline,
-                status: ActionStatus::Pending,
-                depends_on,
-                priority: turn_priority,
-                evidence_seqs: vec![seq],
-                requires_human_review: false,
-            });
+            // "Marco, please X, and Lee, do Y": one action per addressee.
+            for clause in rules::clauses(c.text) {
+                let Some(cue) = rules::action_cue(clause, &participants) else {
+                    continue;
+                };
+                let owner = self.owner_name(cue.owner, speaker);
+                let deadline = rules::deadline(clause, time)
+                    .or_else(|| rules::deadline(c.text, time))
+                    .or_else(|| rules::deadline(text, time))
+                    .unwrap_or_default();
+                let depends_on = rules::depends_on(clause)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect();
+                // An agent's commitment right after a tool failed is most
+                // likely the retry: that tool's next success completes it.
+                let retry_of = self.last_failed_tool.clone().filter(|_| owner == speaker);
+                let action = rules::clip(rules::trim_filler(clause), rules::MAX_ITEM_CHARS);
+                self.add_action(
+                    PendingAction {
+                        action,
+                        owner,
+                        deadline,
+                        status: ActionStatus::Pending,
+                        depends_on,
+                        priority: turn_priority,
+                        evidence_seqs: vec![seq],
+                        requires_human_review: false,
+                    },
+                    retry_of,
+                );
+            }
         }
 
         for c in sentences {
@@ -477,7 +501,6 @@ impl FoldState {
                 self.add_question(seq, speaker, question);
             }
         }
-        let _ = kind;
     }
 
     fn fold_annotation(&mut self, a: Annotation, seq: u64, speaker: &str, text: &str, time: i64) {
@@ -518,7 +541,7 @@ impl FoldState {
                     .flat_map(rules::depends_on)
                     .map(str::to_string)
                     .collect();
-                self.add_action(PendingAction {
+                let action = PendingAction {
                     action: whole,
                     owner,
                     deadline: rules::deadline(text, time).unwrap_or_default(),
@@ -527,7 +550,8 @@ impl FoldState {
                     priority: rules::priority(text),
                     evidence_seqs: vec![seq],
                     requires_human_review: false,
-                });
+                };
+                self.add_action(action, None);
             }
             Annotation::OpenQuestion => self.add_question(seq, speaker, whole),
             Annotation::Fact => self.add_fact(KeyFact {
@@ -810,7 +834,7 @@ impl FoldState {
 
     // -- actions -----------------------------------------------------------------
 
-    fn add_action(&mut self, a: PendingAction) {
+    fn add_action(&mut self, a: PendingAction, retry_of: Option<String>) {
         // The same commitment restated (same owner) merges into the open one.
         if let Some(existing) = self.actions.iter_mut().find(|x| {
             x.status != ActionStatus::Done
@@ -833,6 +857,9 @@ impl FoldState {
             {
                 Some(i) => {
                     self.actions.remove(i);
+                    if i < self.action_retries.len() {
+                        self.action_retries.remove(i);
+                    }
                     self.drop_item("done pending_actions");
                 }
                 None => {
@@ -842,6 +869,10 @@ impl FoldState {
             }
         }
         self.actions.push(a);
+        // Kept aligned with `actions` (a state from before this field
+        // existed deserializes it empty: pad it).
+        self.action_retries.resize(self.actions.len() - 1, None);
+        self.action_retries.push(retry_of);
     }
 
     /// A completion statement marks DONE the open action it talks about
@@ -877,6 +908,18 @@ impl FoldState {
                     })
                 })
                 .flatten()
+        });
+        // Else the latest open action it shares a word with ("Approval
+        // REQ0087731 approved" after "I'll request the approval").
+        let index = index.or_else(|| {
+            self.actions.iter().rposition(|a| {
+                a.status != ActionStatus::Done
+                    && a.evidence_seqs.first() != Some(&seq)
+                    && rules::content_words(&a.action)
+                        .intersection(words)
+                        .next()
+                        .is_some()
+            })
         });
         if let Some(i) = index {
             let a = &mut self.actions[i];
@@ -940,6 +983,7 @@ impl FoldState {
         });
         match tc.status {
             ToolCallStatus::Failure | ToolCallStatus::Timeout => {
+                self.last_failed_tool = Some(tc.tool_name.clone());
                 let run = self.tool_runs.entry(tc.tool_name.clone()).or_default();
                 run.failures += 1;
                 // Twice in a row with no success since: work is stuck.
@@ -995,26 +1039,45 @@ impl FoldState {
     /// A successful call completes open actions that mention the tool (all
     /// of its name's words) or its object (an identifier of its arguments
     /// or result) together with one of its name's words.
+    ///
+    /// A tool that only reads (get, search, query…) completes an action only
+    /// by name; one that changes things also by one shared verb ("refresh")
+    /// or by its object alone ("asset LT-20931", "the vpn-users group"). A
+    /// retry promised right after the tool failed is completed by its next
+    /// success.
     fn complete_by_tool(&mut self, seq: u64, tc: &ToolCall) {
         let parts = tool_words(&tc.tool_name);
-        let objects: Vec<String> = rules::entities(&tc.arguments_json)
+        let mutating = !parts.iter().any(|p| READ_VERBS.contains(&p.as_str()));
+        let mut objects: Vec<String> = rules::entities(&tc.arguments_json)
             .into_iter()
-            .chain(rules::entities(&tc.result))
+            .chain(rules::entities(rules::prefix_bytes(
+                &tc.result,
+                MAX_ANALYSED_BYTES,
+            )))
             .filter(|e| !matches!(e.kind, EntityKind::Code | EntityKind::Number))
             .map(|e| e.text.to_lowercase())
             .collect();
+        objects.extend(json_strings(&tc.arguments_json));
         let name = tc.tool_name.to_lowercase();
-        for a in &mut self.actions {
+        if self.last_failed_tool.as_deref() == Some(tc.tool_name.as_str()) {
+            self.last_failed_tool = None;
+        }
+        for (i, a) in self.actions.iter_mut().enumerate() {
             if a.status == ActionStatus::Done {
                 continue;
             }
             let lower = a.action.to_lowercase();
             let aw = rules::content_words(&a.action);
-            let mentions_tool =
-                lower.contains(&name) || !parts.is_empty() && parts.iter().all(|p| aw.contains(p));
-            let mentions_object = objects.iter().any(|o| lower.contains(o.as_str()))
-                && parts.iter().any(|p| aw.contains(p));
-            if mentions_tool || mentions_object {
+            let shared = parts.iter().filter(|p| aw.contains(*p)).count();
+            let mentions_tool = lower.contains(&name)
+                || !parts.is_empty() && shared == parts.len()
+                || shared >= 2
+                || mutating && shared >= 1;
+            let mentions_object =
+                objects.iter().any(|o| lower.contains(o.as_str())) && (mutating || shared >= 1);
+            let retried = self.action_retries.get(i).and_then(Option::as_deref)
+                == Some(tc.tool_name.as_str());
+            if mentions_tool || mentions_object || retried {
                 a.status = ActionStatus::Done;
                 push_seq(&mut a.evidence_seqs, seq);
             }
@@ -1355,6 +1418,33 @@ fn push_seq(v: &mut Vec<u64>, seq: u64) {
         v.push(seq);
         v.sort_unstable();
     }
+}
+
+/// Words of tool names that only read: such a tool completes nothing by
+/// its object alone.
+const READ_VERBS: &[&str] = &[
+    "get", "search", "list", "lookup", "look", "query", "fetch", "read", "check", "find",
+    "describe", "show", "view", "status", "inspect", "count", "estimat",
+];
+
+/// String values (three characters or more) of a JSON arguments object,
+/// lower case, at most 20: the objects a tool call acts on.
+fn json_strings(args: &str) -> Vec<String> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) if s.chars().count() >= 3 && out.len() < 20 => {
+                out.push(s.to_lowercase());
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            serde_json::Value::Object(m) => m.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(args) {
+        walk(&v, &mut out);
+    }
+    out
 }
 
 /// Content words of a tool name ("get_payment_log" → payment, log).
@@ -1838,7 +1928,9 @@ mod tests {
         assert_eq!(deck.owner, "bob");
         assert_eq!(deck.deadline, "2026-03-20");
         assert_eq!(deck.priority, Priority::High);
-        assert_eq!(deck.status, ActionStatus::InProgress);
+        // "Will do" acknowledges (still PENDING, cited); "On it" would start it.
+        assert_eq!(deck.status, ActionStatus::Pending);
+        assert_eq!(deck.evidence_seqs, vec![5, 6]);
         let draft = s
             .pending_actions
             .iter()

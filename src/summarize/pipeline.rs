@@ -180,12 +180,17 @@ fn cited_turns(
     mut new_turns: BTreeMap<u64, Turn>,
 ) -> Result<BTreeMap<u64, Turn>> {
     let mut cited = BTreeMap::new();
+    let mut older = Vec::new();
     for seq in validate::cited_seqs(summary) {
-        if let Some(t) = new_turns.remove(&seq) {
-            cited.insert(seq, t);
-        } else if let Some(t) = store.list_turns(ns, session_id, seq, seq, 1)?.pop() {
-            cited.insert(seq, t);
+        match new_turns.remove(&seq) {
+            Some(t) => {
+                cited.insert(seq, t);
+            }
+            None => older.push(seq),
         }
+    }
+    for t in store.get_turns(ns, session_id, &older)? {
+        cited.insert(t.seq, t);
     }
     Ok(cited)
 }

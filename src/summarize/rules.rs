@@ -816,10 +816,32 @@ fn classify_token(t: &str) -> Option<EntityKind> {
             return Some(EntityKind::Path);
         }
     }
+    if is_domain(t) {
+        return Some(EntityKind::Url);
+    }
     if alnum_around('_') {
         return Some(EntityKind::Code);
     }
     None
+}
+
+/// Top-level domains common enough to call "name.tld" a host name.
+const TLDS: &[&str] = &[
+    "com", "org", "net", "io", "dev", "ai", "co", "app", "gov", "edu", "de", "uk", "fr", "eu",
+    "se", "nl", "us", "info", "biz", "cloud", "tech", "internal", "local",
+];
+
+/// "vpn.acme-corp.com", "example.org": labels of letters, digits and
+/// hyphens, the last a known top-level domain.
+fn is_domain(t: &str) -> bool {
+    let labels: Vec<&str> = t.split('.').collect();
+    labels.len() >= 2
+        && labels
+            .iter()
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+        && labels
+            .last()
+            .is_some_and(|tld| TLDS.contains(&tld.to_ascii_lowercase().as_str()))
 }
 
 /// The tokens of `text` that must be kept and checked verbatim, in order.
@@ -1490,6 +1512,8 @@ fn is_resolution_norm(n: &Norm) -> bool {
         && n.has_any(&[
             "resolved",
             "that works",
+            "it works",
+            "everything works",
             "all set",
             "that solves",
             "solves my",
@@ -1830,6 +1854,13 @@ fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
         ("can" | "could" | "would" | "will", "you" | "u") => 2,
         ("can" | "could", "someone" | "anyone" | "somebody") => 2,
         ("please", _) => 1,
+        // "Raj, add the index…": a name, then a bare verb.
+        (first, _) if named.is_some() && vocative(sentence).is_some() && !first.is_empty() => {
+            if is_stopword(first) || first.ends_with("ing") || first.ends_with("ed") {
+                return None;
+            }
+            0
+        }
         _ => return None,
     };
     // "could you please send" → the verb after "please".
@@ -2028,6 +2059,31 @@ fn owner_of_commitment(sentence: &str, n: &Norm, participants: &[String]) -> Own
     OwnerCue::Unassigned
 }
 
+/// Splits a sentence addressed to several people into one clause each:
+/// "Marco, please prepare X, and Lee, rerun Y" → two clauses. A clause
+/// break is ", and " or "; " followed by a vocative; otherwise the
+/// sentence is one clause. Clauses are slices of the sentence.
+pub fn clauses(sentence: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut search = 0;
+    while let Some((at, sep)) = [", and ", "; and ", "; "]
+        .iter()
+        .filter_map(|sep| sentence[search..].find(sep).map(|i| (search + i, *sep)))
+        .min()
+    {
+        let rest = &sentence[at + sep.len()..];
+        if vocative(rest).is_some() {
+            out.push(sentence[start..at].trim());
+            start = at + sep.len();
+        }
+        search = at + sep.len();
+    }
+    out.push(sentence[start..].trim());
+    out.retain(|c| !c.is_empty());
+    out
+}
+
 /// Whether a sentence accepts or starts work without naming it ("Will
 /// do.", "On it.", "Working on it."): the speaker's latest action is now in
 /// progress.
@@ -2038,21 +2094,34 @@ pub fn is_acceptance(sentence: &str) -> bool {
 fn is_acceptance_n(sentence: &str, n: &Norm) -> bool {
     !is_question_norm(sentence, n)
         && !has_negation(n)
-        && n.has_any(&[
-            "will do",
-            "on it",
-            "i'm on it",
-            "working on it",
-            "in progress",
-            "started on",
-            "starting on",
-            "i'll do it",
-            "i'll do that",
-            "i'll take care of it",
-            "looking into it",
-            "i'll handle it",
-            "i'll look into it",
-        ])
+        && (is_started_n(n)
+            || n.has_any(&[
+                "will do",
+                "i'll do it",
+                "i'll do that",
+                "i'll take care of it",
+                "i'll handle it",
+                "i'll look into it",
+            ]))
+}
+
+/// Whether an acceptance says the work has started ("On it", "Working on
+/// it"), not only that it will be done ("Will do" keeps it PENDING).
+pub fn is_started(sentence: &str) -> bool {
+    is_started_n(&Norm::new(sentence))
+}
+
+fn is_started_n(n: &Norm) -> bool {
+    n.has_any(&[
+        "on it",
+        "i'm on it",
+        "working on it",
+        "in progress",
+        "started on",
+        "starting on",
+        "looking into it",
+        "started working",
+    ])
 }
 
 /// What an action waits for: the clause after "after", "once", "waiting
@@ -2173,6 +2242,27 @@ pub fn priority(text: &str) -> Priority {
 // ---------------------------------------------------------------------------
 
 const COMPLETIONS: &[&str] = &[
+    "connected",
+    "installed",
+    "added",
+    "granted",
+    "entered",
+    "throttled",
+    "rotated",
+    "renewed",
+    "enabled",
+    "disabled",
+    "removed",
+    "configured",
+    "migrated",
+    "killed",
+    "applied",
+    "emailed",
+    "filed",
+    "logged off",
+    "it works",
+    "all done",
+    "that's done",
     "done",
     "completed",
     "complete",
@@ -2210,7 +2300,7 @@ const COMPLETIONS: &[&str] = &[
 /// Words that, before a completion word, make it future or conditional.
 const NOT_YET: &[&str] = &[
     "will", "i'll", "we'll", "it'll", "you'll", "they'll", "once", "if", "when", "after", "until",
-    "before", "going", "should", "could", "would", "can", "need", "needs", "please", "must", "to",
+    "before", "going", "should", "could", "would", "can", "need", "needs", "please", "must",
     "whether", "soon",
 ];
 
@@ -2221,7 +2311,12 @@ fn is_completion_norm(n: &Norm) -> bool {
     if has_negation(n) {
         return false;
     }
-    !n.words[..pos].iter().any(|w| NOT_YET.contains(&w.as_str()))
+    let before = &n.words[..pos];
+    // "needs to be processed", "yet to get done": not done.
+    let to_be = before.len() >= 2
+        && before[before.len() - 2] == "to"
+        && matches!(before[before.len() - 1].as_str(), "be" | "get");
+    !to_be && !before.iter().any(|w| NOT_YET.contains(&w.as_str()))
 }
 
 /// Whether a sentence reports work done ("Done.", "The refund has been
@@ -2736,6 +2831,11 @@ mod tests {
             ]
         );
         assert!(entities("Hello there, nothing here.").is_empty());
+        assert_eq!(
+            entities("Connect to vpn.acme-corp.com now")[0].kind,
+            EntityKind::Url
+        );
+        assert!(entities("See e.g. this").is_empty());
     }
 
     #[test]
@@ -2876,6 +2976,24 @@ mod tests {
         assert_eq!(o("The refund will be processed."), None);
         assert_eq!(o("We'll use Postgres."), None);
         assert!(is_acceptance("Sure, will do."));
+        assert!(!is_started("Sure, will do."));
+        assert!(is_started("On it!"));
+        assert_eq!(
+            o("Raj, add the index by Thursday."),
+            Some(OwnerCue::Named("Raj".into()))
+        );
+        assert_eq!(o("Bob, good question."), None);
+        assert_eq!(
+            clauses("Marco, please prepare the request by Thursday, and Lee, rerun the test."),
+            vec![
+                "Marco, please prepare the request by Thursday",
+                "Lee, rerun the test."
+            ]
+        );
+        assert_eq!(
+            clauses("Red, green, and blue."),
+            vec!["Red, green, and blue."]
+        );
         assert!(is_acceptance("On it!"));
     }
 
@@ -2958,6 +3076,10 @@ mod tests {
         assert!(!is_completion("I will send it once it is done."));
         assert!(!is_completion("It is not fixed yet."));
         assert!(!is_completion("Is it done?"));
+        assert!(is_completion(
+            "Update: throttled to 40 rps; the batch finished."
+        ));
+        assert!(!is_completion("It needs to be processed."));
         assert!(is_resolution("Thank you, that solves my issue."));
         assert!(!is_resolution("It is not resolved."));
     }
