@@ -84,6 +84,9 @@ pub struct SummaryConfig {
     pub compression_min_ratio: f64,
     /// Audit flag above this compression ratio.
     pub compression_max_ratio: f64,
+    /// Check the compression band only from this many covered tokens on:
+    /// a short session's structured summary is naturally longer than it.
+    pub compression_check_min_tokens: u64,
 }
 
 impl Default for SummaryConfig {
@@ -93,6 +96,7 @@ impl Default for SummaryConfig {
             token_threshold_percent: 80,
             compression_min_ratio: 1.0,
             compression_max_ratio: 1000.0,
+            compression_check_min_tokens: 2000,
         }
     }
 }

@@ -627,3 +627,38 @@ async fn high_risk_summaries_enter_the_review_queue() {
         .unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_flags_growing_open_questions() {
+    use pb::Role::*;
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create(&mut c, "q", 1000, pb::RiskLevel::Normal).await;
+    let questions = [
+        "Which warehouse ships order ORD-1?",
+        "Does the invoice for ORD-2 include VAT?",
+        "Can the courier deliver ORD-3 on Saturday?",
+    ];
+    for q in questions {
+        append_all(&mut c, "q", vec![turn(User, "customer", q)]).await;
+        summarize(&mut c, "q").await.unwrap();
+    }
+    let log = audit(&mut c, "q").await;
+    assert_eq!(log.len(), 3);
+    assert!(log[..2].iter().all(|r| r
+        .health_flags
+        .iter()
+        .all(|f| !f.starts_with("open_questions_growing"))));
+    assert!(
+        log[2]
+            .health_flags
+            .iter()
+            .any(|f| f.starts_with("open_questions_growing: 1 -> 2 -> 3")),
+        "{:?}",
+        log[2].health_flags
+    );
+    // Short sessions are not flagged for their (naturally low) compression.
+    assert!(log
+        .iter()
+        .all(|r| r.health_flags.iter().all(|f| !f.starts_with("compression"))));
+}

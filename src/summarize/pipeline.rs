@@ -117,7 +117,13 @@ pub fn run(
         reviewer: String::new(),
         comment: String::new(),
     };
-    audit.health_flags = health_flags(store, &session, &summary, audit.compression_ratio, cfg)?;
+    audit.health_flags = health_flags(
+        store,
+        &session,
+        &summary,
+        (audit.pre_summary_tokens, audit.compression_ratio),
+        cfg,
+    )?;
     let write = match verdict {
         Ok(()) => {
             audit.summary_version = summary.version;
@@ -199,7 +205,7 @@ fn health_flags(
     store: &dyn Store,
     session: &Session,
     summary: &SessionSummary,
-    ratio: f64,
+    (pre_tokens, ratio): (u64, f64),
     cfg: &SummaryConfig,
 ) -> Result<Vec<String>> {
     let mut flags = Vec::new();
@@ -223,7 +229,8 @@ fn health_flags(
             }
         }
     }
-    if ratio < cfg.compression_min_ratio || ratio > cfg.compression_max_ratio {
+    let checked = pre_tokens >= cfg.compression_check_min_tokens;
+    if checked && (ratio < cfg.compression_min_ratio || ratio > cfg.compression_max_ratio) {
         flags.push(format!(
             "compression_ratio_out_of_band: {ratio:.2} not in [{}, {}]",
             cfg.compression_min_ratio, cfg.compression_max_ratio

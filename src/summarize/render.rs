@@ -5,13 +5,46 @@
 
 use std::fmt::Write as _;
 
-use super::model::{ActionStatus, SessionSummary};
+use super::model::{ActionStatus, Outcome, Priority, SessionSummary, Severity};
 use crate::memory::types::ToolCallStatus;
 
 /// The summary as pretty JSON.
 pub fn json(s: &SessionSummary) -> String {
     // Serializing plain data (strings, numbers, enums) cannot fail.
     serde_json::to_string_pretty(s).unwrap_or_default()
+}
+
+fn outcome(o: Outcome) -> &'static str {
+    match o {
+        Outcome::InProgress => "in progress",
+        Outcome::Resolved => "resolved",
+        Outcome::UnresolvedFollowUp => "unresolved, follow-up needed",
+        Outcome::Completed => "completed",
+    }
+}
+
+fn severity(s: Severity) -> &'static str {
+    match s {
+        Severity::Blocking => "Blocking",
+        Severity::Degraded => "Degraded",
+        Severity::Warning => "Warning",
+    }
+}
+
+fn priority(p: Priority) -> &'static str {
+    match p {
+        Priority::High => "high priority",
+        Priority::Medium => "medium priority",
+        Priority::Low => "low priority",
+    }
+}
+
+fn status(s: ActionStatus) -> &'static str {
+    match s {
+        ActionStatus::Pending => "pending",
+        ActionStatus::InProgress => "in progress",
+        ActionStatus::Done => "done",
+    }
 }
 
 fn seqs(v: &[u64]) -> String {
@@ -34,12 +67,22 @@ pub fn markdown(s: &SessionSummary) -> String {
     if !s.user_intent.is_empty() {
         let _ = writeln!(out, "\n**User intent:** {}", s.user_intent);
     }
-    let _ = writeln!(out, "**Outcome:** {:?}", s.outcome);
+    let _ = writeln!(out, "**Outcome:** {}", outcome(s.outcome));
 
     let _ = writeln!(out, "\n### Issues Reported");
     let mut any = false;
+    if !s.user_intent.is_empty() {
+        let _ = writeln!(out, "- {} [#{}]", s.user_intent, s.user_intent_seq);
+        any = true;
+    }
     for e in &s.errors_and_anomalies {
-        let _ = writeln!(out, "- {:?}: {} [#{}]", e.severity, e.description, e.seq);
+        let _ = writeln!(
+            out,
+            "- {}: {} [#{}]",
+            severity(e.severity),
+            e.description,
+            e.seq
+        );
         any = true;
     }
     for c in &s.unresolved_conflicts {
@@ -51,18 +94,21 @@ pub fn markdown(s: &SessionSummary) -> String {
         );
         any = true;
     }
-    for f in &s.key_facts {
-        let _ = writeln!(
-            out,
-            "- {} ({}) {}",
-            f.fact,
-            f.stated_by,
-            seqs(&f.evidence_seqs)
-        );
-        any = true;
-    }
     if !any {
         let _ = writeln!(out, "- None");
+    }
+
+    if !s.key_facts.is_empty() {
+        let _ = writeln!(out, "\n### Key Facts");
+        for f in &s.key_facts {
+            let _ = writeln!(
+                out,
+                "- {} ({}) {}",
+                f.fact,
+                f.stated_by,
+                seqs(&f.evidence_seqs)
+            );
+        }
     }
 
     let _ = writeln!(out, "\n### Decisions Made");
@@ -126,12 +172,12 @@ pub fn markdown(s: &SessionSummary) -> String {
         };
         let _ = writeln!(
             out,
-            "- {} (owner {}{}, {:?}, {:?}) {}",
+            "- {} (owner {}{}, {}, {}) {}",
             a.action,
             a.owner,
             due,
-            a.priority,
-            a.status,
+            priority(a.priority),
+            status(a.status),
             seqs(&a.evidence_seqs)
         );
     }
