@@ -13,7 +13,7 @@
 //!   ~200-byte turns.
 //!
 //! - `summaries`: time to fold 10 new turns into the stored summary of a
-//!   100- and a 10,000-turn session, next to a from-scratch fold.
+//!   session of 100, 1,000, 10,000 and 50,000 turns, next to a from-scratch fold.
 //!
 //! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|all]` (default
 //! `all`). Prints Markdown tables and writes every figure to
@@ -910,7 +910,7 @@ mod tokens {
 }
 
 /// Running summaries: the time to fold 10 new turns into the stored
-/// summary of sessions of 100 and 10,000 turns (incremental: it must not
+/// summary of sessions of 100 to 50,000 turns (incremental: it must not
 /// grow with the session), next to folding the whole session from scratch.
 /// Runs the real pipeline (fold, render, validate, one atomic store write)
 /// on a sled store in a temp dir; the group-commit fsync that follows in
@@ -1015,13 +1015,14 @@ mod summaries {
     pub struct Report {
         cases: Vec<Case>,
         fold_10_p50_ratio_10000_vs_100: f64,
+        fold_10_p50_ratio_50000_vs_1000: f64,
     }
 
     pub fn run() -> Report {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = SledStore::open(&dir.path().join("data")).expect("sled store");
         let mut cases = Vec::new();
-        for size in [100u64, 10_000] {
+        for size in [100u64, 1_000, 10_000, 50_000] {
             let id = format!("s{size}");
             let session = Session {
                 namespace: "bench".into(),
@@ -1065,10 +1066,16 @@ mod summaries {
                 samples: h.len(),
             });
         }
-        let ratio = cases[1].fold_10_p50_us as f64 / cases[0].fold_10_p50_us.max(1) as f64;
+        let p50 = |turns: u64| {
+            cases
+                .iter()
+                .find(|c| c.turns == turns)
+                .map_or(1, |c| c.fold_10_p50_us.max(1)) as f64
+        };
         Report {
+            fold_10_p50_ratio_10000_vs_100: p50(10_000) / p50(100),
+            fold_10_p50_ratio_50000_vs_1000: p50(50_000) / p50(1_000),
             cases,
-            fold_10_p50_ratio_10000_vs_100: ratio,
         }
     }
 
@@ -1086,6 +1093,10 @@ mod summaries {
             println!(
                 "\n+10 turns p50 at 10,000 turns / at 100 turns: {:.2}",
                 self.fold_10_p50_ratio_10000_vs_100
+            );
+            println!(
+                "+10 turns p50 at 50,000 turns / at 1,000 turns: {:.2}",
+                self.fold_10_p50_ratio_50000_vs_1000
             );
         }
     }

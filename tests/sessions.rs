@@ -278,7 +278,11 @@ async fn close_is_idempotent_and_delete_removes_everything() {
         .into_inner()
         .session
         .unwrap();
-    assert_eq!(closed, again);
+    // Closing again changes nothing (the CLOSE summary written in the
+    // background meanwhile may advance the summary fields only).
+    assert_eq!(again.state, closed.state);
+    assert_eq!(again.update_time, closed.update_time);
+    assert_eq!(again.turn_count, closed.turn_count);
 
     let del = pb::DeleteSessionRequest {
         namespace: "ns".into(),

@@ -14,9 +14,10 @@
 //! [`MAX_DECISIONS`], [`MAX_ACTIONS`] (the oldest DONE action makes room
 //! first), [`MAX_OPEN_QUESTIONS`], [`MAX_FACTS`], [`MAX_ARTIFACTS`],
 //! [`MAX_ANOMALIES`], [`MAX_CONFLICTS`], [`MAX_KEY_POINTS_PER_TOPIC`],
-//! [`MAX_TOPIC_WORDS`]; a turn's content is analysed up to
-//! [`MAX_ANALYSED_BYTES`]. `tool_calls` and `topics` are kept whole: they
-//! grow by one entry per tool call / topic shift, not per comparison.
+//! [`MAX_TOPIC_WORDS`], [`MAX_TOOL_CALLS`] (the most recent are kept),
+//! [`MAX_EVIDENCE_SEQS`] per item (the first and the most recent); a
+//! turn's content is analysed up to [`MAX_ANALYSED_BYTES`]. `topics` are
+//! kept whole: they grow by one entry per topic shift.
 //!
 //! This module must not do I/O or read clocks: the same turns always give
 //! the same summary (`ctx.now` is the only time it stamps).
@@ -61,6 +62,13 @@ pub const MAX_KEY_POINTS_PER_TOPIC: usize = 20;
 pub const MAX_TOPIC_WORDS: usize = 512;
 /// Longest `result_summary` of a tool call, in characters.
 pub const MAX_RESULT_SUMMARY_CHARS: usize = 200;
+/// Evidence seqs kept per item: the first and the most recent ones.
+pub const MAX_EVIDENCE_SEQS: usize = 16;
+/// Tool calls kept in the summary's log: the most recent ones, exactly;
+/// older calls stay in the transcript and are counted in `truncated`.
+/// Without a bound the summary, and so the cost of every later summary,
+/// would grow with the session.
+pub const MAX_TOOL_CALLS: usize = 200;
 /// Longest annotated item, in characters (annotations take the whole turn).
 pub const MAX_ANNOTATION_CHARS: usize = 2000;
 
@@ -972,6 +980,10 @@ impl FoldState {
     // -- tool calls --------------------------------------------------------------
 
     fn fold_tool_call(&mut self, seq: u64, tc: &ToolCall) {
+        if self.tool_calls.len() == MAX_TOOL_CALLS {
+            self.tool_calls.remove(0);
+            self.drop_item("older tool_calls");
+        }
         self.tool_calls.push(ToolCallEntry {
             tool_name: tc.tool_name.clone(),
             arguments_json: tc.arguments_json.clone(),
@@ -1413,10 +1425,18 @@ fn span<'a>(text: &'a str, a: &'a str, b: &'a str) -> &'a str {
 /// "unassigned": the owner of an action nobody took.
 pub const UNASSIGNED: &str = "unassigned";
 
+/// Adds `seq` to an item's evidence. An item restated on every few turns
+/// would otherwise cite without bound (and make every later summary, and
+/// its validation, cost more): past [`MAX_EVIDENCE_SEQS`], the oldest seq
+/// after the first goes. The first stays: it is the item's origin, which
+/// other rules use as its identity.
 fn push_seq(v: &mut Vec<u64>, seq: u64) {
     if !v.contains(&seq) {
         v.push(seq);
         v.sort_unstable();
+        if v.len() > MAX_EVIDENCE_SEQS {
+            v.remove(1);
+        }
     }
 }
 
