@@ -921,8 +921,7 @@ mod summaries {
     use hdrhistogram::Histogram;
     use mnemo::config::SummaryConfig;
     use mnemo::memory::types::{
-        NewTurn, PreparedAppend, Role, Session, SessionSettings, SessionState, ToolCall,
-        ToolCallStatus,
+        NewTurn, PreparedAppend, Role, Session, SessionSettings, ToolCall, ToolCallStatus,
     };
     use mnemo::store::{SledStore, Store};
     use mnemo::summarize::model::Trigger;
@@ -1024,21 +1023,7 @@ mod summaries {
         let mut cases = Vec::new();
         for size in [100u64, 1_000, 10_000, 50_000] {
             let id = format!("s{size}");
-            let session = Session {
-                namespace: "bench".into(),
-                session_id: id.clone(),
-                subject_id: String::new(),
-                title: String::new(),
-                metadata: Default::default(),
-                settings: SessionSettings::default(),
-                state: SessionState::Active,
-                turn_count: 0,
-                next_seq: 1,
-                total_tokens: 0,
-                created_at: 0,
-                updated_at: 0,
-                summary: Default::default(),
-            };
+            let session = Session::new("bench", &id, SessionSettings::default(), 0);
             store.create_session(&session).expect("create");
             let mut next = 0;
             while next < size {

@@ -9,21 +9,9 @@ use mnemo::store::{MemoryStore, SledStore, Store};
 use mnemo::Error;
 
 fn session(ns: &str, id: &str, subject: &str) -> Session {
-    Session {
-        namespace: ns.into(),
-        session_id: id.into(),
-        subject_id: subject.into(),
-        title: String::new(),
-        metadata: BTreeMap::new(),
-        settings: SessionSettings::default(),
-        state: SessionState::Active,
-        turn_count: 0,
-        next_seq: 1,
-        total_tokens: 0,
-        created_at: 1,
-        updated_at: 1,
-        summary: Default::default(),
-    }
+    let mut s = Session::new(ns, id, SessionSettings::default(), 1);
+    s.subject_id = subject.into();
+    s
 }
 
 fn append(texts: &[&str], key: Option<&str>, expected: Option<u64>) -> PreparedAppend {
@@ -90,14 +78,16 @@ fn append_assigns_gap_free_seqs_and_counters(store: &dyn Store) {
     store.create_session(&session("ns", "s", "")).unwrap();
     let o = store
         .append_turns("ns", "s", &append(&["ab", "cde"], None, None))
-        .unwrap();
+        .unwrap()
+        .outcome;
     assert_eq!(
         (o.first_seq, o.last_seq, o.total_tokens, o.replayed),
         (1, 2, 5, false)
     );
     let o = store
         .append_turns("ns", "s", &append(&["f"], None, Some(3)))
-        .unwrap();
+        .unwrap()
+        .outcome;
     assert_eq!((o.first_seq, o.last_seq, o.total_tokens), (3, 3, 6));
     let s = store.get_session("ns", "s").unwrap();
     assert_eq!(
@@ -169,10 +159,12 @@ fn idempotency_replays_and_detects_reuse(store: &dyn Store) {
     store.create_session(&session("ns", "s", "")).unwrap();
     let first = store
         .append_turns("ns", "s", &append(&["a", "b"], Some("k"), None))
-        .unwrap();
+        .unwrap()
+        .outcome;
     let again = store
         .append_turns("ns", "s", &append(&["a", "b"], Some("k"), None))
-        .unwrap();
+        .unwrap()
+        .outcome;
     assert!(again.replayed);
     assert_eq!(
         (again.first_seq, again.last_seq),
@@ -193,6 +185,7 @@ fn idempotency_replays_and_detects_reuse(store: &dyn Store) {
         store
             .append_turns("ns", "s", &append(&["a", "b"], Some("k"), None))
             .unwrap()
+            .outcome
             .replayed
     );
     assert_eq!(contents(store, "ns", "s"), ["a", "b"]);
@@ -281,7 +274,8 @@ fn delete_removes_everything_of_one_session(store: &dyn Store) {
     assert!(contents(store, "ns", "s").is_empty());
     let o = store
         .append_turns("ns", "s", &append(&["a", "b", "c"], Some("k"), None))
-        .unwrap();
+        .unwrap()
+        .outcome;
     assert!(!o.replayed);
     assert_eq!(o.first_seq, 1);
     assert_eq!(contents(store, "ns", "s2"), ["keep"]);
@@ -364,6 +358,7 @@ fn sled_store_keeps_everything_across_reopen() {
         store
             .append_turns("ns", "s", &append(&["a", "b"], Some("k"), None))
             .unwrap()
+            .outcome
             .replayed
     );
 }
@@ -387,7 +382,8 @@ fn recreated_session_ignores_leftovers<E: mnemo::store::engine::Engine>(
     assert!(contents(&store, "ns", "s").is_empty());
     let o = store
         .append_turns("ns", "s", &append(&["old"], Some("k"), None))
-        .unwrap();
+        .unwrap()
+        .outcome;
     assert!(!o.replayed, "old idempotency key is gone");
 }
 

@@ -465,21 +465,7 @@ async fn summaries_due_before_a_restart_are_written_after_it() {
     {
         // Turns written with no daemon (as if it died before summarizing).
         let store = SledStore::open(&dir).unwrap();
-        let mut s = Session {
-            namespace: "ns".into(),
-            session_id: "s".into(),
-            subject_id: String::new(),
-            title: String::new(),
-            metadata: Default::default(),
-            settings: SessionSettings::default(),
-            state: SessionState::Active,
-            turn_count: 0,
-            next_seq: 1,
-            total_tokens: 0,
-            created_at: 1,
-            updated_at: 1,
-            summary: Default::default(),
-        };
+        let mut s = Session::new("ns", "s", SessionSettings::default(), 1);
         store.create_session(&s).unwrap();
         s.session_id = "closed".into();
         store.create_session(&s).unwrap();

@@ -146,22 +146,10 @@ impl Memory {
         validate::name("title", &req.title, validate::MAX_TITLE_BYTES)?;
         validate::metadata("metadata", &req.metadata)?;
         validate::settings(&req.settings)?;
-        let now = now_nanos();
-        let session = Session {
-            namespace: req.namespace,
-            session_id,
-            subject_id: req.subject_id,
-            title: req.title,
-            metadata: req.metadata,
-            settings: req.settings,
-            state: SessionState::Active,
-            turn_count: 0,
-            next_seq: 1,
-            total_tokens: 0,
-            created_at: now,
-            updated_at: now,
-            summary: Default::default(),
-        };
+        let mut session = Session::new(&req.namespace, &session_id, req.settings, now_nanos());
+        session.subject_id = req.subject_id;
+        session.title = req.title;
+        session.metadata = req.metadata;
         let s = session.clone();
         self.blocking(move |st| st.create_session(&s)).await?;
         self.commit.durable().await?;
@@ -259,7 +247,7 @@ impl Memory {
             validate::name("idempotency_key", k, validate::MAX_IDEMPOTENCY_KEY_BYTES)?;
         }
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
-        let outcome = self
+        let appended = self
             .blocking(move |st| {
                 // The encoding is fixed at creation, so reading it outside
                 // the store's lock is safe.
@@ -277,15 +265,13 @@ impl Memory {
                     expected_next_seq: req.expected_next_seq,
                     now: now_nanos(),
                 };
-                let outcome = st.append_turns(&ns, &id, &prepared)?;
-                Ok((outcome, st.get_session(&ns, &id)?))
+                st.append_turns(&ns, &id, &prepared)
             })
             .await?;
         // Replays wait too: the original write may not be durable yet.
         self.commit.durable().await?;
-        let (outcome, session) = outcome;
-        self.summaries.maybe_schedule(&session, None);
-        Ok(outcome)
+        self.summaries.maybe_schedule(&appended.session, None);
+        Ok(appended.outcome)
     }
 
     /// Lists turns by seq range, oldest first, paginated. A page is also

@@ -115,6 +115,33 @@ pub struct Session {
     pub summary: SummaryProgress,
 }
 
+impl Session {
+    /// A new, empty, ACTIVE session created at `now`, with no subject,
+    /// title or metadata.
+    pub fn new(
+        namespace: &str,
+        session_id: &str,
+        settings: SessionSettings,
+        now: UnixNanos,
+    ) -> Session {
+        Session {
+            namespace: namespace.to_owned(),
+            session_id: session_id.to_owned(),
+            subject_id: String::new(),
+            title: String::new(),
+            metadata: BTreeMap::new(),
+            settings,
+            state: SessionState::Active,
+            turn_count: 0,
+            next_seq: 1,
+            total_tokens: 0,
+            created_at: now,
+            updated_at: now,
+            summary: SummaryProgress::default(),
+        }
+    }
+}
+
 /// Where a session's running summaries stand. Updated atomically with each
 /// stored summary, so triggers after a restart are derived from it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

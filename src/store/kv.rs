@@ -9,10 +9,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::engine::{Batch, Engine, MemoryEngine, SledEngine, Write};
 use super::{
-    codec, keys, plan_append, AppendPlan, IdempotencyRecord, SessionPage, SessionScan, Store,
+    codec, keys, plan_append, AppendPlan, Appended, IdempotencyRecord, SessionPage, SessionScan,
+    Store,
 };
 use crate::error::{Error, Result};
-use crate::memory::types::{AppendOutcome, PreparedAppend, Session, SessionFilter, Turn};
+use crate::memory::types::{PreparedAppend, Session, SessionFilter, Turn};
 use crate::summarize::records::{AuditRecord, FoldRecord, ReviewItem, ReviewStatus, SummaryWrite};
 use crate::summarize::SessionSummary;
 
@@ -271,7 +272,7 @@ impl<E: Engine> Store for KvStore<E> {
         ns: &str,
         session_id: &str,
         append: &PreparedAppend,
-    ) -> Result<AppendOutcome> {
+    ) -> Result<Appended> {
         let _g = self.lock(ns, session_id);
         let current = self.read_session(ns, session_id)?;
         let idem_key = append
@@ -285,7 +286,10 @@ impl<E: Engine> Store for KvStore<E> {
             None => None,
         };
         match plan_append(&current, previous, append)? {
-            AppendPlan::Replay(outcome) => Ok(outcome),
+            AppendPlan::Replay(outcome) => Ok(Appended {
+                outcome,
+                session: current,
+            }),
             AppendPlan::Write {
                 turns,
                 session,
@@ -310,7 +314,10 @@ impl<E: Engine> Store for KvStore<E> {
                     codec::encode(&session)?,
                 ));
                 self.engine.apply(batch)?;
-                Ok(outcome)
+                Ok(Appended {
+                    outcome,
+                    session: *session,
+                })
             }
         }
     }

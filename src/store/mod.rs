@@ -69,12 +69,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Appends turns atomically, assigning the next seqs (see
     /// [`plan_append`] for the rules every implementation follows).
-    fn append_turns(
-        &self,
-        ns: &str,
-        session_id: &str,
-        append: &PreparedAppend,
-    ) -> Result<AppendOutcome>;
+    fn append_turns(&self, ns: &str, session_id: &str, append: &PreparedAppend)
+        -> Result<Appended>;
 
     /// Turns with `from_seq <= seq <= to_seq`, oldest first, at most `limit`.
     /// `NotFound` when the session does not exist.
@@ -164,6 +160,16 @@ pub struct SessionScan {
     /// The last (namespace, session id) examined; `None` when the page
     /// was empty.
     pub resume_after: Option<(String, String)>,
+}
+
+/// What [`Store::append_turns`] did, and the session after it (so callers
+/// need not read the session again).
+#[derive(Debug, Clone)]
+pub struct Appended {
+    /// The result for the client (a replay when the key was seen).
+    pub outcome: AppendOutcome,
+    /// The session as stored after the append.
+    pub session: Session,
 }
 
 /// What is stored under an idempotency key.
