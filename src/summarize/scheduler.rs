@@ -93,38 +93,19 @@ impl Scheduler {
     }
 
     /// Queues an automatic attempt if one is due for `session` (or if
-    /// `trigger` is given, e.g. CLOSE). Never waits.
-    pub fn maybe_schedule(&self, session: &Session, trigger: Option<Trigger>) {
+    /// `trigger` is given, e.g. CLOSE). Never waits. Returns whether an
+    /// attempt for the session is now queued.
+    pub fn maybe_schedule(&self, session: &Session, trigger: Option<Trigger>) -> bool {
         let trigger = match trigger {
             Some(t) if session.next_seq - 1 > session.summary.through_seq => t,
-            Some(_) => return,
+            Some(_) => return false,
             None => match pipeline::due(session, &self.config) {
                 Some(t) => t,
-                None => return,
+                None => return false,
             },
         };
         let key = (session.namespace.clone(), session.session_id.clone());
-        {
-            let mut q = self.queued.lock().unwrap_or_else(|p| p.into_inner());
-            if !q.insert(key.clone()) {
-                return; // already queued; that attempt will see these turns
-            }
-        }
-        let job = Job {
-            namespace: key.0.clone(),
-            session_id: key.1.clone(),
-            trigger,
-            reply: None,
-        };
-        let sent = self.sender().map(|tx| tx.try_send(job));
-        if !matches!(sent, Some(Ok(()))) {
-            self.queued
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
-            self.stats.deferred.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(namespace = %key.0, session_id = %key.1, "summary queue full; summary deferred");
-        }
+        enqueue(self.sender(), &self.queued, &self.stats, key, trigger)
     }
 
     /// Runs an attempt for a client and waits for its result (queued behind
@@ -162,17 +143,9 @@ impl Scheduler {
             };
             after = Some(resume);
             for s in &page.sessions {
-                let before = self.stats.deferred.load(Ordering::Relaxed);
                 let pending_close = s.state == SessionState::Closed
                     && s.next_seq - 1 > s.summary.attempted_through_seq.max(s.summary.through_seq);
-                if pending_close {
-                    self.maybe_schedule(s, Some(Trigger::Close));
-                } else if pipeline::due(s, &self.config).is_some() {
-                    self.maybe_schedule(s, None);
-                } else {
-                    continue;
-                }
-                if self.stats.deferred.load(Ordering::Relaxed) == before {
+                if self.maybe_schedule(s, pending_close.then_some(Trigger::Close)) {
                     queued += 1;
                 }
             }
@@ -250,29 +223,33 @@ async fn work(
             let session = tokio::task::spawn_blocking(move || st.get_session(&ns, &id)).await;
             if let Ok(Ok(session)) = session {
                 if let Some(trigger) = pipeline::due(&session, &config) {
-                    requeue_job(&requeue, &queued, &stats, key, trigger);
+                    // A closed scheduler (shutdown) takes no new work.
+                    if let Some(tx) = requeue.upgrade() {
+                        enqueue(Some(tx), &queued, &stats, key, trigger);
+                    }
                 }
             }
         }
     }
 }
 
-/// Queues an automatic job from inside the worker (without keeping the
-/// channel open: a closed scheduler drops it).
-fn requeue_job(
-    requeue: &mpsc::WeakSender<Job>,
+/// Queues an automatic job unless one for the session is already queued.
+/// When the queue is full (or closed) the job is deferred and counted: the
+/// session's next append derives it again. Returns whether a job for the
+/// session is now queued.
+fn enqueue(
+    tx: Option<mpsc::Sender<Job>>,
     queued: &Mutex<HashSet<(String, String)>>,
     stats: &SchedulerStats,
     key: (String, String),
     trigger: Trigger,
-) {
-    let Some(tx) = requeue.upgrade() else { return };
+) -> bool {
     if !queued
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(key.clone())
     {
-        return;
+        return true; // already queued; that attempt will see these turns
     }
     let job = Job {
         namespace: key.0.clone(),
@@ -280,11 +257,14 @@ fn requeue_job(
         trigger,
         reply: None,
     };
-    if tx.try_send(job).is_err() {
-        queued
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key);
-        stats.deferred.fetch_add(1, Ordering::Relaxed);
+    if matches!(tx.map(|tx| tx.try_send(job)), Some(Ok(()))) {
+        return true;
     }
+    queued
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&key);
+    stats.deferred.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(namespace = %key.0, session_id = %key.1, "summary queue full; summary deferred");
+    false
 }
