@@ -46,6 +46,15 @@ pub trait Engine: Send + Sync + 'static {
     fn sync(&self) -> Result<()>;
 }
 
+/// Where a scan starts: `from`, or the prefix itself when unbounded.
+fn start_bound(from: Bound<&[u8]>, prefix: &[u8]) -> Bound<Vec<u8>> {
+    match from {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Included(prefix.to_vec()),
+    }
+}
+
 /// The in-memory engine: a `BTreeMap` behind a read-write lock.
 #[derive(Default)]
 pub struct MemoryEngine {
@@ -69,11 +78,7 @@ impl Engine for MemoryEngine {
 
     fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
-        let from = match from {
-            Bound::Included(k) => Bound::Included(k.to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-            Bound::Unbounded => Bound::Included(prefix.to_vec()),
-        };
+        let from = start_bound(from, prefix);
         Ok(map
             .range((from, Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
@@ -204,11 +209,7 @@ impl Engine for SledEngine {
     }
 
     fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
-        let from = match from {
-            Bound::Included(k) => Bound::Included(k.to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-            Bound::Unbounded => Bound::Included(prefix.to_vec()),
-        };
+        let from = start_bound(from, prefix);
         let mut out = Vec::new();
         for item in self.tree.range((from, Bound::Unbounded)) {
             let (k, v) = item?;

@@ -118,10 +118,7 @@ impl<E: Engine> KvStore<E> {
         let prefix = keys::reviews_of(ns);
         let mut from: Option<Vec<u8>> = None;
         loop {
-            let bound = match &from {
-                Some(k) => Bound::Excluded(k.as_slice()),
-                None => Bound::Unbounded,
-            };
+            let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
             let chunk = self.engine.scan(bound, &prefix, DELETE_CHUNK)?;
             let Some((last, _)) = chunk.last() else { break };
             from = Some(last.clone());
@@ -193,10 +190,7 @@ impl<E: Engine> Store for KvStore<E> {
             ),
             None => (keys::sessions_of(ns), after.map(|a| keys::session(ns, a))),
         };
-        let from = match &start {
-            Some(k) => Bound::Excluded(k.as_slice()),
-            None => Bound::Unbounded,
-        };
+        let from = start.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         // One extra candidate tells whether more follow.
         let candidates = self.engine.scan(from, &prefix, scan_limit + 1)?;
         let mut page = SessionPage::default();
@@ -375,10 +369,7 @@ impl<E: Engine> Store for KvStore<E> {
 
     fn scan_sessions(&self, after: Option<(&str, &str)>, limit: usize) -> Result<SessionScan> {
         let start = after.map(|(ns, id)| keys::session(ns, id));
-        let from = match &start {
-            Some(k) => Bound::Excluded(k.as_slice()),
-            None => Bound::Unbounded,
-        };
+        let from = start.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let mut scan = SessionScan::default();
         for (k, v) in self.engine.scan(from, &[keys::SESSION], limit)? {
             let text = String::from_utf8_lossy(&k[1..]).into_owned();
@@ -523,10 +514,7 @@ impl<E: Engine> Store for KvStore<E> {
         scan_limit: usize,
     ) -> Result<(Vec<ReviewItem>, Option<String>)> {
         let start = after.map(|a| keys::review(ns, a));
-        let from = match &start {
-            Some(k) => Bound::Excluded(k.as_slice()),
-            None => Bound::Unbounded,
-        };
+        let from = start.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let candidates = self
             .engine
             .scan(from, &keys::reviews_of(ns), scan_limit + 1)?;
