@@ -88,6 +88,34 @@ impl<E: Engine> KvStore<E> {
         .ok_or_else(|| Error::session_not_found(ns, session_id))
     }
 
+    /// One page of a filtered listing: walks the keys with `prefix` after
+    /// `after`, keeps what `examine` returns (with the id it names), and
+    /// stops at `limit` kept or `scan_limit` examined. The second value is
+    /// the last id examined when more candidates follow (where to resume).
+    fn filtered_page<T>(
+        &self,
+        after: Option<&[u8]>,
+        prefix: &[u8],
+        limit: usize,
+        scan_limit: usize,
+        mut examine: impl FnMut(&[u8], &[u8]) -> Result<(String, Option<T>)>,
+    ) -> Result<(Vec<T>, Option<String>)> {
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        // One extra candidate tells whether more follow.
+        let candidates = self.engine.scan(from, prefix, scan_limit + 1)?;
+        let mut kept = Vec::new();
+        let mut last_examined: Option<String> = None;
+        for (i, (key, value)) in candidates.iter().enumerate() {
+            if kept.len() == limit || i == scan_limit {
+                return Ok((kept, last_examined));
+            }
+            let (id, item) = examine(key, value)?;
+            kept.extend(item);
+            last_examined = Some(id);
+        }
+        Ok((kept, None))
+    }
+
     /// Removes every key with `prefix`, in bounded batches; returns how many.
     fn delete_prefix(&self, prefix: &[u8]) -> Result<u64> {
         let mut n = 0u64;
@@ -190,35 +218,32 @@ impl<E: Engine> Store for KvStore<E> {
             ),
             None => (keys::sessions_of(ns), after.map(|a| keys::session(ns, a))),
         };
-        let from = start.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        // One extra candidate tells whether more follow.
-        let candidates = self.engine.scan(from, &prefix, scan_limit + 1)?;
-        let mut page = SessionPage::default();
-        let mut last_examined: Option<String> = None;
-        for (i, (key, value)) in candidates.iter().enumerate() {
-            if page.sessions.len() == limit || i == scan_limit {
-                page.resume_after = last_examined;
-                break;
-            }
-            let sid = session_id_of(key)?;
-            let session = if filter.subject_id.is_some() {
-                match self.read_session(ns, &sid) {
-                    Ok(s) => Some(s),
-                    // Index entry without its session: deleted meanwhile.
-                    Err(Error::NotFound(_)) => None,
-                    Err(e) => return Err(e),
-                }
-            } else {
-                Some(codec::decode(value, || {
-                    format!("session record of {ns}/{sid}")
-                })?)
-            };
-            if let Some(s) = session.filter(|s| filter.matches(s)) {
-                page.sessions.push(s);
-            }
-            last_examined = Some(sid);
-        }
-        Ok(page)
+        let (sessions, resume_after) = self.filtered_page(
+            start.as_deref(),
+            &prefix,
+            limit,
+            scan_limit,
+            |key, value| {
+                let sid = session_id_of(key)?;
+                let session = if filter.subject_id.is_some() {
+                    match self.read_session(ns, &sid) {
+                        Ok(s) => Some(s),
+                        // Index entry without its session: deleted meanwhile.
+                        Err(Error::NotFound(_)) => None,
+                        Err(e) => return Err(e),
+                    }
+                } else {
+                    Some(codec::decode(value, || {
+                        format!("session record of {ns}/{sid}")
+                    })?)
+                };
+                Ok((sid, session.filter(|s| filter.matches(s))))
+            },
+        )?;
+        Ok(SessionPage {
+            sessions,
+            resume_after,
+        })
     }
 
     fn update_session(
@@ -514,24 +539,18 @@ impl<E: Engine> Store for KvStore<E> {
         scan_limit: usize,
     ) -> Result<(Vec<ReviewItem>, Option<String>)> {
         let start = after.map(|a| keys::review(ns, a));
-        let from = start.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let candidates = self
-            .engine
-            .scan(from, &keys::reviews_of(ns), scan_limit + 1)?;
-        let mut items = Vec::new();
-        let mut last: Option<String> = None;
-        for (i, (k, v)) in candidates.iter().enumerate() {
-            if items.len() == limit || i == scan_limit {
-                return Ok((items, last));
-            }
-            let id = session_id_of(k)?;
-            let item: ReviewItem = codec::decode(v, || format!("review item {ns}/{id}"))?;
-            if include_resolved || item.status == ReviewStatus::Pending {
-                items.push(item);
-            }
-            last = Some(id);
-        }
-        Ok((items, None))
+        self.filtered_page(
+            start.as_deref(),
+            &keys::reviews_of(ns),
+            limit,
+            scan_limit,
+            |k, v| {
+                let id = session_id_of(k)?;
+                let item: ReviewItem = codec::decode(v, || format!("review item {ns}/{id}"))?;
+                let keep = include_resolved || item.status == ReviewStatus::Pending;
+                Ok((id, keep.then_some(item)))
+            },
+        )
     }
 
     fn resolve_review_item(
