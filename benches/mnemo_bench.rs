@@ -975,6 +975,8 @@ mod summaries {
             idempotency_key: None,
             fingerprint: [0; 32],
             expected_next_seq: None,
+            lease_epoch: None,
+            handoff: None,
             now: 1_733_000_000_000_000_000 + from as i64 * 1_000_000_000,
         };
         store.append_turns("bench", id, &append).expect("append");

@@ -217,6 +217,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     }],
                     idempotency_key: idempotency_key.unwrap_or_default(),
                     expected_next_seq: expected_next_seq.unwrap_or(0),
+                    lease_epoch: 0,
                 })
                 .await
                 .map_err(status_line)?

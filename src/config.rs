@@ -52,6 +52,11 @@ pub struct Limits {
     pub request_timeout_secs: u64,
     /// At shutdown, how long in-flight requests may take to finish.
     pub shutdown_grace_secs: u64,
+    /// Notices buffered per watched session; a watcher further behind is
+    /// disconnected with the seq to resume from.
+    pub watch_buffer: usize,
+    /// Open WatchSession streams allowed per namespace.
+    pub max_watches_per_namespace: usize,
 }
 
 impl Default for Limits {
@@ -66,6 +71,8 @@ impl Default for Limits {
             concurrency_per_connection: 256,
             request_timeout_secs: 30,
             shutdown_grace_secs: 10,
+            watch_buffer: 256,
+            max_watches_per_namespace: 64,
         }
     }
 }
@@ -198,9 +205,13 @@ impl Config {
                 "limits.max_turn_bytes must be between 1 and limits.max_message_bytes",
             ));
         }
-        if l.max_turns_per_append == 0 || l.max_page_size == 0 || l.sync_queue == 0 {
+        if l.max_turns_per_append == 0
+            || l.max_page_size == 0
+            || l.sync_queue == 0
+            || l.watch_buffer == 0
+        {
             return Err(Error::invalid(
-                "limits.max_turns_per_append, limits.max_page_size and limits.sync_queue must be positive",
+                "limits.max_turns_per_append, limits.max_page_size, limits.sync_queue and limits.watch_buffer must be positive",
             ));
         }
         let sm = &self.summaries;

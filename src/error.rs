@@ -28,6 +28,18 @@ pub enum Error {
     /// A server resource or limit is exhausted; retry later or send less.
     #[error("{0}")]
     ResourceExhausted(String),
+    /// A watcher fell behind its bounded buffer; it may reconnect from
+    /// `resume_from_seq` and lose nothing.
+    #[error(
+        "the watcher fell behind and was disconnected; resume with from_seq={resume_from_seq}"
+    )]
+    Lagged {
+        /// The first seq the watcher has not received.
+        resume_from_seq: u64,
+    },
+    /// The daemon is shutting down; retry against it once it is back.
+    #[error("{0}")]
+    Unavailable(String),
     /// Stored data failed verification (checksum or decoding). The message
     /// names the session; other sessions are unaffected.
     #[error("{0}")]
@@ -72,6 +84,9 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// Trailer of a lagged watcher's status: the seq to resume from.
+pub const RESUME_FROM_SEQ: &str = "mnemo-resume-from-seq";
+
 impl From<Error> for tonic::Status {
     fn from(e: Error) -> Self {
         use tonic::Code;
@@ -81,11 +96,18 @@ impl From<Error> for tonic::Status {
             Error::AlreadyExists(_) => Code::AlreadyExists,
             Error::FailedPrecondition(_) => Code::FailedPrecondition,
             Error::Aborted(_) => Code::Aborted,
-            Error::ResourceExhausted(_) => Code::ResourceExhausted,
+            Error::ResourceExhausted(_) | Error::Lagged { .. } => Code::ResourceExhausted,
+            Error::Unavailable(_) => Code::Unavailable,
             Error::DataLoss(_) => Code::DataLoss,
             Error::Storage(_) => Code::Unavailable,
             Error::Internal(_) => Code::Internal,
         };
-        tonic::Status::new(code, e.to_string())
+        let mut status = tonic::Status::new(code, e.to_string());
+        if let Error::Lagged { resume_from_seq } = e {
+            status
+                .metadata_mut()
+                .insert(RESUME_FROM_SEQ, resume_from_seq.into());
+        }
+        status
     }
 }

@@ -9,6 +9,8 @@
 //! - [`memory`]: the domain: sessions, turns, validation, pagination.
 //! - [`store`]: the `Store` trait, sled and in-memory stores, key layout,
 //!   checksummed records and group commit.
+//! - [`bundle`]: context bundles: a session rehydrated within a token
+//!   budget, with a manifest of what was left out.
 //! - [`summarize`]: running summaries: rules, incremental fold, validator,
 //!   renderings, pipeline and scheduler.
 //! - [`tokens`]: token counting (linear-time BPE, tiktoken-identical).
@@ -17,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod bundle;
 pub mod cli;
 pub mod config;
 pub mod error;

@@ -40,8 +40,7 @@ impl Daemon {
             })
             .await
             .map_err(|e| Error::Internal(format!("store open task failed: {e}")))??;
-        let memory =
-            Arc::new(Memory::open(store, config.limits.clone(), config.summaries.clone()).await?);
+        let memory = Memory::open(store, config.limits.clone(), config.summaries.clone()).await?;
         Ok(Daemon { config, memory })
     }
 
@@ -87,8 +86,12 @@ impl Daemon {
         // period, so a client that keeps its connection open cannot hold
         // the daemon (and its data directory) forever.
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+        let hub = self.memory.watch_hub().clone();
         let signal = async move {
             shutdown.await;
+            // Watch streams never end on their own; end them first so the
+            // drain below is not held up by them.
+            hub.close();
             let _ = stopping_tx.send(());
         };
         let grace = Duration::from_secs(limits.shutdown_grace_secs);

@@ -39,6 +39,7 @@ async fn create_fills_defaults_and_generates_sortable_ids() {
                 encoding: pb::Encoding::O200kBase as i32,
                 risk_level: pb::RiskLevel::High as i32,
             }),
+            owner_agent: "agent-billing".into(),
         })
         .await
         .unwrap()

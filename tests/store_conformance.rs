@@ -36,6 +36,8 @@ fn append(texts: &[&str], key: Option<&str>, expected: Option<u64>) -> PreparedA
         idempotency_key: key.map(Into::into),
         fingerprint,
         expected_next_seq: expected,
+        lease_epoch: None,
+        handoff: None,
         now: 7,
     }
 }

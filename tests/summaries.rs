@@ -486,6 +486,8 @@ async fn summaries_due_before_a_restart_are_written_after_it() {
                 idempotency_key: None,
                 fingerprint: [0; 32],
                 expected_next_seq: None,
+                lease_epoch: None,
+                handoff: None,
                 now: 1_700_000_000_000_000_000,
             };
             store.append_turns("ns", id, &append).unwrap();

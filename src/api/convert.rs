@@ -43,16 +43,7 @@ fn metadata(m: std::collections::HashMap<String, String>) -> BTreeMap<String, St
 pub fn settings_from(s: Option<pb::SessionSettings>) -> Result<SessionSettings> {
     let d = SessionSettings::default();
     let Some(s) = s else { return Ok(d) };
-    let encoding = match pb::Encoding::try_from(s.encoding) {
-        Ok(pb::Encoding::Unspecified) | Ok(pb::Encoding::Cl100kBase) => Encoding::Cl100kBase,
-        Ok(pb::Encoding::O200kBase) => Encoding::O200kBase,
-        Err(_) => {
-            return Err(Error::invalid(format!(
-                "settings.encoding {} is not a known encoding",
-                s.encoding
-            )))
-        }
-    };
+    let encoding = encoding_from(s.encoding, "settings.encoding")?.unwrap_or_default();
     let risk_level = match pb::RiskLevel::try_from(s.risk_level) {
         Ok(pb::RiskLevel::Unspecified) | Ok(pb::RiskLevel::Normal) => RiskLevel::Normal,
         Ok(pb::RiskLevel::High) => RiskLevel::High,
@@ -84,12 +75,25 @@ pub fn settings_from(s: Option<pb::SessionSettings>) -> Result<SessionSettings> 
     })
 }
 
+/// An encoding field; `None` when unspecified.
+pub fn encoding_from(v: i32, field: &str) -> Result<Option<Encoding>> {
+    match pb::Encoding::try_from(v) {
+        Ok(pb::Encoding::Unspecified) => Ok(None),
+        Ok(pb::Encoding::Cl100kBase) => Ok(Some(Encoding::Cl100kBase)),
+        Ok(pb::Encoding::O200kBase) => Ok(Some(Encoding::O200kBase)),
+        Err(_) => Err(Error::invalid(format!(
+            "{field} {v} is not a known encoding"
+        ))),
+    }
+}
+
 /// A session state filter; `None` = any.
 pub fn state_filter(v: i32) -> Result<Option<SessionState>> {
     match pb::SessionState::try_from(v) {
         Ok(pb::SessionState::Unspecified) => Ok(None),
         Ok(pb::SessionState::Active) => Ok(Some(SessionState::Active)),
         Ok(pb::SessionState::Closed) => Ok(Some(SessionState::Closed)),
+        Ok(pb::SessionState::Idle) => Ok(Some(SessionState::Idle)),
         Err(_) => Err(Error::invalid(format!(
             "state {v} is not a known session state"
         ))),
@@ -175,10 +179,7 @@ impl From<Session> for pb::Session {
                     RiskLevel::High => pb::RiskLevel::High,
                 } as i32,
             }),
-            state: match s.state {
-                SessionState::Active => pb::SessionState::Active,
-                SessionState::Closed => pb::SessionState::Closed,
-            } as i32,
+            state: state(s.state) as i32,
             turn_count: s.turn_count,
             next_seq: s.next_seq,
             total_tokens: s.total_tokens,
@@ -186,7 +187,19 @@ impl From<Session> for pb::Session {
             update_time: Some(timestamp(s.updated_at)),
             summary_version: s.summary.version,
             summarized_through_seq: s.summary.through_seq,
+            owner_agent: s.owner_agent,
+            lease_epoch: s.lease_epoch,
+            last_active_time: Some(timestamp(s.last_active_at)),
         }
+    }
+}
+
+/// A session state as its proto enum.
+pub fn state(s: SessionState) -> pb::SessionState {
+    match s {
+        SessionState::Active => pb::SessionState::Active,
+        SessionState::Idle => pb::SessionState::Idle,
+        SessionState::Closed => pb::SessionState::Closed,
     }
 }
 

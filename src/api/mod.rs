@@ -3,11 +3,13 @@
 //! the result; errors become `Status` through `error.rs` only. Each request
 //! runs in a span carrying the RPC name, namespace and session id.
 
+pub mod context;
 pub mod convert;
 pub mod summaries;
 
 use std::sync::Arc;
 
+use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
@@ -57,6 +59,7 @@ impl MemoryService for MemoryApi {
                 title: r.title,
                 metadata: r.metadata.into_iter().collect(),
                 settings: convert::settings_from(r.settings)?,
+                owner_agent: r.owner_agent,
             };
             let s = self.memory.create_session(req).await?;
             tracing::debug!(session_id = %s.session_id, "session created");
@@ -161,6 +164,7 @@ impl MemoryService for MemoryApi {
                 turns,
                 idempotency_key: non_empty(r.idempotency_key),
                 expected_next_seq: non_zero(r.expected_next_seq),
+                lease_epoch: non_zero(r.lease_epoch),
             };
             let out = self
                 .memory
@@ -322,6 +326,72 @@ impl MemoryService for MemoryApi {
             Ok(Response::new(pb::ResolveReviewItemResponse {
                 item: Some(item.into()),
             }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn get_context_bundle(
+        &self,
+        request: Request<pb::GetContextBundleRequest>,
+    ) -> Result<Response<pb::GetContextBundleResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("GetContextBundle", &r.namespace, &r.session_id);
+        async move {
+            let req = context::bundle_request(&r)?;
+            let bundle = self
+                .memory
+                .get_context_bundle(&r.namespace, &r.session_id, req)
+                .await?;
+            Ok(Response::new(pb::GetContextBundleResponse {
+                bundle: Some(bundle.into()),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn handoff(
+        &self,
+        request: Request<pb::HandoffRequest>,
+    ) -> Result<Response<pb::HandoffResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("Handoff", &r.namespace, &r.session_id);
+        async move {
+            let (ns, id) = (r.namespace.clone(), r.session_id.clone());
+            let out = self
+                .memory
+                .handoff(&ns, &id, context::handoff_request(r))
+                .await?;
+            tracing::info!(
+                owner = %out.session.owner_agent,
+                lease_epoch = out.session.lease_epoch,
+                "session handed off"
+            );
+            Ok(Response::new(out.into()))
+        }
+        .instrument(span)
+        .await
+    }
+
+    type WatchSessionStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<pb::WatchSessionResponse, Status>> + Send>,
+    >;
+
+    async fn watch_session(
+        &self,
+        request: Request<pb::WatchSessionRequest>,
+    ) -> Result<Response<Self::WatchSessionStream>, Status> {
+        let r = request.into_inner();
+        let span = span("WatchSession", &r.namespace, &r.session_id);
+        async move {
+            let rx = self
+                .memory
+                .watch(&r.namespace, &r.session_id, r.from_seq)
+                .await?;
+            let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
+                .map(|item| item.map(Into::into).map_err(Status::from));
+            Ok(Response::new(Box::pin(stream) as Self::WatchSessionStream))
         }
         .instrument(span)
         .await

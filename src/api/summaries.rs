@@ -5,11 +5,13 @@ use super::convert::timestamp;
 use crate::error::{Error, Result};
 use crate::pb;
 use crate::summarize::model::{
-    ActionStatus, Outcome, Priority, QuestionStatus, SessionSummary, Severity, Trigger,
+    ActionStatus, Decision, KeyFact, OpenQuestion, Outcome, PendingAction, Priority,
+    QuestionStatus, SessionSummary, Severity, Trigger,
 };
 use crate::summarize::records::{AuditKind, AuditRecord, ReviewItem, ReviewStatus};
 
-fn trigger(t: Trigger) -> pb::SummaryTrigger {
+/// A summary trigger as its proto enum.
+pub fn trigger(t: Trigger) -> pb::SummaryTrigger {
     match t {
         Trigger::EveryNTurns => pb::SummaryTrigger::EveryNTurns,
         Trigger::TokenThreshold => pb::SummaryTrigger::TokenThreshold,
@@ -50,61 +52,10 @@ impl From<SessionSummary> for pb::SessionSummary {
                 Outcome::UnresolvedFollowUp => pb::Outcome::UnresolvedFollowUp,
                 Outcome::Completed => pb::Outcome::Completed,
             } as i32,
-            decisions: s
-                .decisions
-                .into_iter()
-                .map(|d| pb::Decision {
-                    decision: d.decision,
-                    rationale: d.rationale,
-                    agreed_by: d.agreed_by,
-                    evidence_seqs: d.evidence_seqs,
-                    requires_human_review: d.requires_human_review,
-                })
-                .collect(),
-            pending_actions: s
-                .pending_actions
-                .into_iter()
-                .map(|a| pb::PendingAction {
-                    action: a.action,
-                    owner: a.owner,
-                    deadline: a.deadline,
-                    status: match a.status {
-                        ActionStatus::Pending => pb::ActionStatus::Pending,
-                        ActionStatus::InProgress => pb::ActionStatus::InProgress,
-                        ActionStatus::Done => pb::ActionStatus::Done,
-                    } as i32,
-                    depends_on: a.depends_on,
-                    priority: match a.priority {
-                        Priority::High => pb::ActionPriority::High,
-                        Priority::Medium => pb::ActionPriority::Medium,
-                        Priority::Low => pb::ActionPriority::Low,
-                    } as i32,
-                    evidence_seqs: a.evidence_seqs,
-                    requires_human_review: a.requires_human_review,
-                })
-                .collect(),
-            open_questions: s
-                .open_questions
-                .into_iter()
-                .map(|q| pb::OpenQuestion {
-                    question: q.question,
-                    asked_by: q.asked_by,
-                    status: match q.status {
-                        QuestionStatus::Unanswered => pb::QuestionStatus::Unanswered,
-                        QuestionStatus::PartiallyAnswered => pb::QuestionStatus::PartiallyAnswered,
-                    } as i32,
-                    evidence_seqs: q.evidence_seqs,
-                })
-                .collect(),
-            key_facts: s
-                .key_facts
-                .into_iter()
-                .map(|f| pb::KeyFact {
-                    fact: f.fact,
-                    stated_by: f.stated_by,
-                    evidence_seqs: f.evidence_seqs,
-                })
-                .collect(),
+            decisions: s.decisions.into_iter().map(Into::into).collect(),
+            pending_actions: s.pending_actions.into_iter().map(Into::into).collect(),
+            open_questions: s.open_questions.into_iter().map(Into::into).collect(),
+            key_facts: s.key_facts.into_iter().map(Into::into).collect(),
             tool_calls: s
                 .tool_calls
                 .into_iter()
@@ -248,6 +199,65 @@ impl From<ReviewItem> for pb::ReviewItem {
             comment: r.comment,
             create_time: Some(timestamp(r.created_at)),
             resolve_time: (r.resolved_at != 0).then(|| timestamp(r.resolved_at)),
+        }
+    }
+}
+
+impl From<Decision> for pb::Decision {
+    fn from(d: Decision) -> Self {
+        pb::Decision {
+            decision: d.decision,
+            rationale: d.rationale,
+            agreed_by: d.agreed_by,
+            evidence_seqs: d.evidence_seqs,
+            requires_human_review: d.requires_human_review,
+        }
+    }
+}
+
+impl From<PendingAction> for pb::PendingAction {
+    fn from(a: PendingAction) -> Self {
+        pb::PendingAction {
+            action: a.action,
+            owner: a.owner,
+            deadline: a.deadline,
+            status: match a.status {
+                ActionStatus::Pending => pb::ActionStatus::Pending,
+                ActionStatus::InProgress => pb::ActionStatus::InProgress,
+                ActionStatus::Done => pb::ActionStatus::Done,
+            } as i32,
+            depends_on: a.depends_on,
+            priority: match a.priority {
+                Priority::High => pb::ActionPriority::High,
+                Priority::Medium => pb::ActionPriority::Medium,
+                Priority::Low => pb::ActionPriority::Low,
+            } as i32,
+            evidence_seqs: a.evidence_seqs,
+            requires_human_review: a.requires_human_review,
+        }
+    }
+}
+
+impl From<OpenQuestion> for pb::OpenQuestion {
+    fn from(q: OpenQuestion) -> Self {
+        pb::OpenQuestion {
+            question: q.question,
+            asked_by: q.asked_by,
+            status: match q.status {
+                QuestionStatus::Unanswered => pb::QuestionStatus::Unanswered,
+                QuestionStatus::PartiallyAnswered => pb::QuestionStatus::PartiallyAnswered,
+            } as i32,
+            evidence_seqs: q.evidence_seqs,
+        }
+    }
+}
+
+impl From<KeyFact> for pb::KeyFact {
+    fn from(f: KeyFact) -> Self {
+        pb::KeyFact {
+            fact: f.fact,
+            stated_by: f.stated_by,
+            evidence_seqs: f.evidence_seqs,
         }
     }
 }

@@ -3,19 +3,24 @@
 //! writes only once they are durable (group commit). It never sees gRPC
 //! types; `api` converts to and from them.
 
+pub mod idle;
 pub mod page;
 pub mod types;
 pub mod validate;
+pub mod watch;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use sha2::{Digest, Sha256};
 
+use self::idle::IdleTracker;
 use self::page::PageToken;
 use self::types::{
-    now_nanos, AppendOutcome, NewTurn, PreparedAppend, Session, SessionFilter, SessionSettings,
-    SessionState, Turn,
+    now_nanos, AppendOutcome, NewTurn, OwnerChange, PreparedAppend, Role, Session, SessionFilter,
+    SessionSettings, SessionState, Turn,
 };
+use self::watch::{handoff_keys, Notice, SummaryWritten, WatchHub};
+use crate::bundle::{self, Bundle, BundleRequest};
 use crate::config::{Limits, SummaryConfig};
 use crate::error::{Error, Result};
 use crate::store::commit::GroupCommit;
@@ -45,6 +50,8 @@ pub struct NewSession {
     pub metadata: std::collections::BTreeMap<String, String>,
     /// Settings, defaults already filled in.
     pub settings: SessionSettings,
+    /// The agent that owns the session at first; may be empty.
+    pub owner_agent: String,
 }
 
 /// An append request.
@@ -56,6 +63,8 @@ pub struct AppendRequest {
     pub idempotency_key: Option<String>,
     /// Optimistic check on `next_seq`.
     pub expected_next_seq: Option<u64>,
+    /// Fencing: must equal the session's lease epoch.
+    pub lease_epoch: Option<u64>,
 }
 
 /// A page of results and the token of the next page, if any.
@@ -67,41 +76,101 @@ pub struct Page<T> {
     pub next_page_token: Option<String>,
 }
 
+/// A handoff request.
+#[derive(Debug, Clone, Default)]
+pub struct HandoffRequest {
+    /// The current owner.
+    pub from_agent: String,
+    /// The new owner.
+    pub to_agent: String,
+    /// Why.
+    pub reason: String,
+    /// The lease epoch the caller holds.
+    pub lease_epoch: u64,
+    /// Budget of the returned bundle; 0 = the default.
+    pub budget_tokens: u32,
+}
+
+/// What a handoff did.
+#[derive(Debug, Clone)]
+pub struct HandoffOutcome {
+    /// The session after the handoff.
+    pub session: Session,
+    /// The handoff event turn's seq.
+    pub event_seq: u64,
+    /// The HANDOFF summary, when validation accepted it.
+    pub summary: Option<SessionSummary>,
+    /// The bundle for the new owner.
+    pub bundle: Bundle,
+}
+
+/// Default budget of the bundle a handoff returns.
+pub const HANDOFF_BUNDLE_TOKENS: u32 = 8000;
+/// Longest handoff reason, in bytes.
+pub const MAX_REASON_BYTES: usize = 4096;
+/// Sessions idled per sweep before the sweeper yields.
+const IDLE_SWEEP_BATCH: usize = 256;
+
 /// Working memory: the domain API over a store.
 pub struct Memory {
     store: Arc<dyn Store>,
     commit: Arc<GroupCommit>,
     summaries: Scheduler,
     limits: Limits,
+    hub: Arc<WatchHub>,
+    idle: Arc<IdleTracker>,
+    sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Memory {
-    /// Wraps `store`, starting its group-commit thread and summary worker,
-    /// and queues the summaries the stored sessions show are due. Must be
-    /// called inside a tokio runtime.
+    /// Wraps `store`, starting its group-commit thread, summary worker and
+    /// idle sweeper, and queues the summaries and idle deadlines the stored
+    /// sessions show. Must be called inside a tokio runtime.
     pub async fn open(
         store: Arc<dyn Store>,
         limits: Limits,
         summaries: SummaryConfig,
-    ) -> Result<Self> {
+    ) -> Result<Arc<Self>> {
         let commit = Arc::new(GroupCommit::start(store.clone(), limits.sync_queue)?);
-        let summaries = Scheduler::start(store.clone(), commit.clone(), summaries);
-        let memory = Memory {
+        let hub = Arc::new(WatchHub::new(
+            limits.watch_buffer,
+            limits.max_watches_per_namespace,
+        ));
+        let summaries = Scheduler::start(store.clone(), commit.clone(), hub.clone(), summaries);
+        let memory = Arc::new(Memory {
             store,
             commit,
             summaries,
             limits,
-        };
+            hub,
+            idle: Arc::new(IdleTracker::default()),
+            sweeper: Mutex::new(None),
+        });
         // The rescan reads every session record once (not their turns).
         let store = memory.store.clone();
-        let due = memory.summaries.rescan(store.as_ref())?;
+        let idle = memory.idle.clone();
+        let due = memory
+            .summaries
+            .rescan(store.as_ref(), &mut |s| idle.track(s))?;
         if due > 0 {
             tracing::info!(
                 sessions = due,
                 "resuming summaries that were due before the restart"
             );
         }
+        let sweeper = tokio::spawn(sweep_idle(Arc::downgrade(&memory), memory.idle.clone()));
+        *memory.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);
         Ok(memory)
+    }
+
+    /// The registry of watchers.
+    pub fn watch_hub(&self) -> &Arc<WatchHub> {
+        &self.hub
+    }
+
+    /// Sessions waiting for their idle deadline.
+    pub fn idle_tracked(&self) -> usize {
+        self.idle.len()
     }
 
     /// The summary scheduler (its counters).
@@ -109,8 +178,19 @@ impl Memory {
         &self.summaries
     }
 
-    /// Stops the summary worker after its queued work, then syncs.
+    /// Ends watch streams, stops the idle sweeper and the summary worker
+    /// (after its queued work), then syncs.
     pub async fn shutdown(&self) -> Result<()> {
+        self.hub.close();
+        let sweeper = self
+            .sweeper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(s) = sweeper {
+            s.abort();
+            let _ = s.await;
+        }
         self.summaries.shutdown().await;
         self.sync().await
     }
@@ -146,13 +226,16 @@ impl Memory {
         validate::name("title", &req.title, validate::MAX_TITLE_BYTES)?;
         validate::metadata("metadata", &req.metadata)?;
         validate::settings(&req.settings)?;
+        validate::name("owner_agent", &req.owner_agent, validate::MAX_NAME_BYTES)?;
         let mut session = Session::new(&req.namespace, &session_id, req.settings, now_nanos());
         session.subject_id = req.subject_id;
         session.title = req.title;
         session.metadata = req.metadata;
+        session.owner_agent = req.owner_agent;
         let s = session.clone();
         self.blocking(move |st| st.create_session(&s)).await?;
         self.commit.durable().await?;
+        self.idle.track(&session);
         Ok(session)
     }
 
@@ -202,18 +285,37 @@ impl Memory {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        let mut changed = false;
         let s = self
             .blocking(move |st| {
-                st.update_session(&ns, &id, &mut |s| {
+                let mut was = None;
+                let s = st.update_session(&ns, &id, &mut |s| {
+                    was = Some(s.state);
                     if s.state != SessionState::Closed {
                         s.state = SessionState::Closed;
                         s.updated_at = now_nanos();
                     }
                     Ok(())
-                })
+                })?;
+                Ok((s, was))
             })
-            .await?;
+            .await
+            .map(|(s, was)| {
+                changed = was != Some(SessionState::Closed);
+                s
+            })?;
         self.commit.durable().await?;
+        self.idle.track(&s);
+        if changed {
+            self.hub.publish(
+                &s.namespace,
+                &s.session_id,
+                Notice::State {
+                    state: SessionState::Closed,
+                    at_seq: s.last_seq(),
+                },
+            );
+        }
         self.summaries.maybe_schedule(&s, Some(Trigger::Close));
         Ok(s)
     }
@@ -222,9 +324,12 @@ impl Memory {
     pub async fn delete_session(&self, ns: &str, session_id: &str) -> Result<u64> {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
+        let ns_id = (ns, session_id);
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
         let n = self.blocking(move |st| st.delete_session(&ns, &id)).await?;
         self.commit.durable().await?;
+        self.idle.forget(ns_id.0, ns_id.1);
+        self.hub.publish(ns_id.0, ns_id.1, Notice::Deleted);
         Ok(n)
     }
 
@@ -263,6 +368,8 @@ impl Memory {
                     token_counts,
                     idempotency_key: req.idempotency_key,
                     expected_next_seq: req.expected_next_seq,
+                    lease_epoch: req.lease_epoch,
+                    handoff: None,
                     now: now_nanos(),
                 };
                 st.append_turns(&ns, &id, &prepared)
@@ -270,8 +377,36 @@ impl Memory {
             .await?;
         // Replays wait too: the original write may not be durable yet.
         self.commit.durable().await?;
-        self.summaries.maybe_schedule(&appended.session, None);
+        self.after_append(&appended);
         Ok(appended.outcome)
+    }
+
+    /// What follows a durable append: idle deadline, watchers, summaries.
+    fn after_append(&self, appended: &crate::store::Appended) {
+        let (session, outcome) = (&appended.session, &appended.outcome);
+        if outcome.replayed {
+            return;
+        }
+        self.idle.track(session);
+        let (ns, id) = (&session.namespace, &session.session_id);
+        if appended.previous_state != session.state {
+            self.hub.publish(
+                ns,
+                id,
+                Notice::State {
+                    state: session.state,
+                    at_seq: outcome.first_seq - 1,
+                },
+            );
+        }
+        self.hub.publish(
+            ns,
+            id,
+            Notice::Appended {
+                last_seq: outcome.last_seq,
+            },
+        );
+        self.summaries.maybe_schedule(session, None);
     }
 
     /// Lists turns by seq range, oldest first, paginated. A page is also
@@ -514,6 +649,233 @@ impl Memory {
         Ok(item)
     }
 
+    /// Builds a context bundle of a session (see [`crate::bundle`]).
+    pub async fn get_context_bundle(
+        &self,
+        ns: &str,
+        session_id: &str,
+        req: BundleRequest,
+    ) -> Result<Bundle> {
+        validate::id("namespace", ns)?;
+        validate::id("session_id", session_id)?;
+        req.validate()?;
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        self.blocking(move |st| bundle::build(st, &ns, &id, &req))
+            .await
+    }
+
+    /// Hands a session from one agent to another: records the handoff
+    /// event turn and the new owner and epoch atomically (durable on
+    /// return), writes a HANDOFF summary covering every turn, and builds
+    /// the new owner's bundle.
+    pub async fn handoff(
+        &self,
+        ns: &str,
+        session_id: &str,
+        req: HandoffRequest,
+    ) -> Result<HandoffOutcome> {
+        validate::id("namespace", ns)?;
+        validate::id("session_id", session_id)?;
+        for (field, v) in [("from_agent", &req.from_agent), ("to_agent", &req.to_agent)] {
+            if v.is_empty() {
+                return Err(Error::invalid(format!("{field} is required")));
+            }
+            validate::name(field, v, validate::MAX_NAME_BYTES)?;
+        }
+        if req.from_agent == req.to_agent {
+            return Err(Error::invalid("to_agent must differ from from_agent"));
+        }
+        if req.reason.len() > MAX_REASON_BYTES {
+            return Err(Error::invalid(format!(
+                "reason is {} bytes; the limit is {MAX_REASON_BYTES}",
+                req.reason.len()
+            )));
+        }
+        if req.lease_epoch == 0 {
+            return Err(Error::invalid(
+                "lease_epoch is required: pass the session's current lease epoch (GetSession)",
+            ));
+        }
+        if req.budget_tokens != 0 {
+            BundleRequest {
+                budget_tokens: req.budget_tokens,
+                ..Default::default()
+            }
+            .validate()?;
+        }
+        let next_epoch = req.lease_epoch + 1;
+        let mut metadata = std::collections::BTreeMap::new();
+        metadata.insert(
+            crate::summarize::rules::EVENT_KEY.to_owned(),
+            handoff_keys::EVENT.to_owned(),
+        );
+        metadata.insert(handoff_keys::FROM.to_owned(), req.from_agent.clone());
+        metadata.insert(handoff_keys::TO.to_owned(), req.to_agent.clone());
+        metadata.insert(handoff_keys::REASON.to_owned(), req.reason.clone());
+        metadata.insert(handoff_keys::EPOCH.to_owned(), next_epoch.to_string());
+        let reason = if req.reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", req.reason)
+        };
+        let event = NewTurn {
+            role: Role::System,
+            speaker: "mnemo".to_owned(),
+            content: format!(
+                "Handoff from {} to {} (lease epoch {next_epoch}){reason}",
+                req.from_agent, req.to_agent
+            ),
+            client_time: None,
+            tool_call: None,
+            metadata,
+        };
+        let change = OwnerChange {
+            from_agent: req.from_agent.clone(),
+            to_agent: req.to_agent.clone(),
+        };
+        let (ns_s, id_s) = (ns.to_owned(), session_id.to_owned());
+        let appended = self
+            .blocking(move |st| {
+                let encoding = st.get_session(&ns_s, &id_s)?.settings.encoding;
+                let prepared = PreparedAppend {
+                    token_counts: vec![tokens::count_turn(encoding, &event)],
+                    fingerprint: fingerprint(std::slice::from_ref(&event))?,
+                    turns: vec![event],
+                    idempotency_key: None,
+                    expected_next_seq: None,
+                    lease_epoch: Some(req.lease_epoch),
+                    handoff: Some(change),
+                    now: now_nanos(),
+                };
+                st.append_turns(&ns_s, &id_s, &prepared)
+            })
+            .await?;
+        self.commit.durable().await?;
+        self.after_append(&appended);
+        let event_seq = appended.outcome.last_seq;
+
+        // The summary covers every turn through the event turn. It runs
+        // here rather than through the queue, so a full queue cannot delay
+        // the handoff; a concurrent background attempt is retried against.
+        let summary = self.summarize_now(ns, session_id, Trigger::Handoff).await?;
+        let budget = match req.budget_tokens {
+            0 => {
+                let limit = appended.session.settings.context_limit_tokens;
+                u32::try_from(limit.min(u64::from(HANDOFF_BUNDLE_TOKENS)))
+                    .unwrap_or(HANDOFF_BUNDLE_TOKENS)
+                    .max(bundle::MIN_BUDGET)
+            }
+            n => n,
+        };
+        let bundle = self
+            .get_context_bundle(
+                ns,
+                session_id,
+                BundleRequest {
+                    budget_tokens: budget,
+                    agent_id: req.to_agent.clone(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        Ok(HandoffOutcome {
+            session: bundle.session.clone(),
+            event_seq,
+            summary,
+            bundle,
+        })
+    }
+
+    /// Runs a summary attempt on the blocking pool now (not queued),
+    /// retrying when a concurrent attempt stored a version first. Returns
+    /// the stored summary, or `None` when validation refused it.
+    async fn summarize_now(
+        &self,
+        ns: &str,
+        session_id: &str,
+        trigger: Trigger,
+    ) -> Result<Option<SessionSummary>> {
+        let cfg = self.summaries.config().clone();
+        for _ in 0..3 {
+            let (ns_s, id_s, cfg) = (ns.to_owned(), session_id.to_owned(), cfg.clone());
+            let attempt = self
+                .blocking(move |st| {
+                    crate::summarize::pipeline::run(st, &cfg, &ns_s, &id_s, trigger, true)
+                })
+                .await;
+            match attempt {
+                Err(Error::Aborted(_)) => continue,
+                Err(e) => return Err(e),
+                Ok(a) => {
+                    self.commit.durable().await?;
+                    return match a {
+                        Attempt::Stored(s) => {
+                            self.hub.publish(
+                                ns,
+                                session_id,
+                                Notice::Summary(SummaryWritten::of(&s)),
+                            );
+                            Ok(Some(*s))
+                        }
+                        Attempt::Unchanged => self.get_summary(ns, session_id, 0).await.map(Some),
+                        Attempt::Refused(_) => Ok(None),
+                    };
+                }
+            }
+        }
+        Err(Error::Aborted(format!(
+            "session {session_id:?} kept changing while its summary was written; retry"
+        )))
+    }
+
+    /// Idles one session if its stored deadline has passed: state IDLE,
+    /// durable, watchers told, IDLE_TIMEOUT summary queued. A session
+    /// touched since gets its new deadline tracked instead.
+    async fn idle_one(&self, ns: String, session_id: String) -> Result<()> {
+        let now = now_nanos();
+        let (n, i) = (ns.clone(), session_id.clone());
+        let result = self
+            .blocking(move |st| {
+                let s = st.get_session(&n, &i)?;
+                if s.state != SessionState::Active || s.idle_deadline() > now {
+                    return Ok((s, false));
+                }
+                let mut changed = false;
+                let s = st.update_session(&n, &i, &mut |s| {
+                    changed = s.state == SessionState::Active && s.idle_deadline() <= now;
+                    if changed {
+                        s.state = SessionState::Idle;
+                        s.updated_at = now;
+                    }
+                    Ok(())
+                })?;
+                Ok((s, changed))
+            })
+            .await;
+        let (session, changed) = match result {
+            Ok(r) => r,
+            Err(Error::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if !changed {
+            self.idle.track(&session);
+            return Ok(());
+        }
+        self.commit.durable().await?;
+        tracing::info!(namespace = %ns, session_id = %session_id, "session idle");
+        self.hub.publish(
+            &ns,
+            &session_id,
+            Notice::State {
+                state: SessionState::Idle,
+                at_seq: session.last_seq(),
+            },
+        );
+        self.summaries
+            .maybe_schedule(&session, Some(Trigger::IdleTimeout));
+        Ok(())
+    }
+
     /// Makes every acknowledged and pending write durable (used at shutdown).
     pub async fn sync(&self) -> Result<()> {
         self.commit.durable().await
@@ -527,6 +889,43 @@ impl Memory {
             n => Err(Error::invalid(format!(
                 "page_size {n} is over the limit of {max}"
             ))),
+        }
+    }
+}
+
+/// The idle sweeper: sleeps until the earliest tracked deadline (or a
+/// minute, or an earlier deadline arriving), then idles what is due. Ends
+/// when the memory is dropped or at shutdown.
+async fn sweep_idle(memory: Weak<Memory>, idle: Arc<IdleTracker>) {
+    loop {
+        let now = now_nanos();
+        let due = idle.take_due(now, IDLE_SWEEP_BATCH);
+        let more = due.len() == IDLE_SWEEP_BATCH;
+        if !due.is_empty() {
+            let Some(memory) = memory.upgrade() else {
+                return;
+            };
+            for (ns, id) in due {
+                if let Err(e) = memory.idle_one(ns.clone(), id.clone()).await {
+                    tracing::error!(namespace = %ns, session_id = %id, error = %e, "idling a session failed");
+                }
+            }
+        }
+        if more {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let wait_ns = idle.next_deadline().map_or(60_000_000_000, |d| {
+            d.saturating_sub(now_nanos())
+                .clamp(1_000_000, 60_000_000_000)
+        });
+        let wait = std::time::Duration::from_nanos(wait_ns as u64);
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = idle.wake.notified() => {}
+        }
+        if memory.strong_count() == 0 {
+            return;
         }
     }
 }

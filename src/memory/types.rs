@@ -45,6 +45,9 @@ pub enum SessionState {
     Active,
     /// Readable, accepts no appends.
     Closed,
+    /// No append for the idle timeout; the next append reactivates it.
+    /// (Added after `Closed`, so older records keep their variant index.)
+    Idle,
 }
 
 /// Review policy of a session's summaries.
@@ -113,6 +116,12 @@ pub struct Session {
     pub updated_at: UnixNanos,
     /// Progress of the session's running summaries.
     pub summary: SummaryProgress,
+    /// The agent that owns the session (empty = unclaimed).
+    pub owner_agent: String,
+    /// Fencing token: 1 at creation, +1 per handoff.
+    pub lease_epoch: u64,
+    /// Last append (or creation); the idle timeout counts from here.
+    pub last_active_at: UnixNanos,
 }
 
 impl Session {
@@ -138,7 +147,21 @@ impl Session {
             created_at: now,
             updated_at: now,
             summary: SummaryProgress::default(),
+            owner_agent: String::new(),
+            lease_epoch: 1,
+            last_active_at: now,
         }
+    }
+
+    /// Seq of the newest turn (0 when there is none).
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// When an ACTIVE session becomes idle, in server nanoseconds.
+    pub fn idle_deadline(&self) -> UnixNanos {
+        self.last_active_at
+            .saturating_add(i64::from(self.settings.idle_timeout_seconds) * 1_000_000_000)
     }
 }
 
@@ -266,8 +289,22 @@ pub struct PreparedAppend {
     pub fingerprint: [u8; 32],
     /// Optional optimistic-concurrency check on `next_seq`.
     pub expected_next_seq: Option<u64>,
+    /// Optional fencing check: must equal the session's `lease_epoch`.
+    pub lease_epoch: Option<u64>,
+    /// Set when this append is a handoff's event turn: the ownership
+    /// change is written atomically with it.
+    pub handoff: Option<OwnerChange>,
     /// Server time to stamp on the turns.
     pub now: UnixNanos,
+}
+
+/// The ownership change a handoff makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerChange {
+    /// Must be the current owner (or the session must be unclaimed).
+    pub from_agent: String,
+    /// The new owner.
+    pub to_agent: String,
 }
 
 /// What an append did. Stored under the idempotency key so a retry can

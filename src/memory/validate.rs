@@ -127,6 +127,12 @@ pub fn turns(turns: &[NewTurn], limits: &Limits) -> Result<()> {
         }
         name(&format!("turns[{i}].speaker"), &t.speaker, MAX_NAME_BYTES)?;
         metadata(&format!("turns[{i}].metadata"), &t.metadata)?;
+        if t.metadata.contains_key(crate::summarize::rules::EVENT_KEY) {
+            return Err(Error::invalid(format!(
+                "turns[{i}].metadata key {:?} is reserved for events the server records",
+                crate::summarize::rules::EVENT_KEY
+            )));
+        }
         if let Some(tc) = &t.tool_call {
             if tc.tool_name.is_empty() {
                 return Err(Error::invalid(format!(

@@ -7,14 +7,25 @@ use serde::{de::DeserializeOwned, Serialize};
 
 use crate::error::{Error, Result};
 
-/// Current record format. Bump when a stored type changes incompatibly and
-/// keep a decoder for each older version.
-const FORMAT_V1: u8 = 1;
+/// The first record format.
+pub const FORMAT_V1: u8 = 1;
+/// Sessions gained `owner_agent`, `lease_epoch` and `last_active_at`
+/// (every other record is laid out as in V1).
+pub const FORMAT_V2: u8 = 2;
+/// The format new records are written in. Bump it when a stored type
+/// changes incompatibly, and keep a decoder for every older format (see
+/// `store::legacy`).
+pub const FORMAT_CURRENT: u8 = FORMAT_V2;
 const HEADER: usize = 5;
 
 /// Encodes a value into a checksummed envelope.
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
-    let mut out = vec![FORMAT_V1, 0, 0, 0, 0];
+    encode_as(FORMAT_CURRENT, value)
+}
+
+/// Encodes a value in a given format (tests write older formats with it).
+pub fn encode_as<T: Serialize>(format: u8, value: &T) -> Result<Vec<u8>> {
+    let mut out = vec![format, 0, 0, 0, 0];
     let out = postcard::to_extend(value, std::mem::take(&mut out))
         .map_err(|e| Error::Internal(format!("cannot encode record: {e}")))?;
     let mut out = out;
@@ -23,33 +34,42 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Decodes and verifies an envelope. `what` names the record for the error
-/// message (e.g. "turn 7 of session ns/abc").
+/// Decodes and verifies an envelope of a type laid out the same in every
+/// format. `what` names the record for the error message (e.g. "turn 7 of
+/// session ns/abc").
 pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: impl FnOnce() -> String) -> Result<T> {
+    check(bytes)
+        .and_then(|(_, payload)| {
+            postcard::from_bytes(payload).map_err(|e| format!("cannot be decoded: {e}"))
+        })
+        .map_err(|reason| Error::DataLoss(format!("{} {reason}", what())))
+}
+
+/// Verifies an envelope's checksum and returns its format and payload, for
+/// types whose layout depends on the format (see `store::legacy`).
+pub fn open(bytes: &[u8], what: impl FnOnce() -> String) -> Result<(u8, &[u8])> {
+    check(bytes).map_err(|reason| Error::DataLoss(format!("{} {reason}", what())))
+}
+
+/// The envelope checks; the error is the reason, without the record's name.
+fn check(bytes: &[u8]) -> std::result::Result<(u8, &[u8]), String> {
     if bytes.len() < HEADER {
-        return Err(Error::DataLoss(format!(
-            "{} is truncated ({} bytes)",
-            what(),
-            bytes.len()
-        )));
+        return Err(format!("is truncated ({} bytes)", bytes.len()));
     }
-    if bytes[0] != FORMAT_V1 {
-        return Err(Error::DataLoss(format!(
-            "{} has unknown record format {}",
-            what(),
+    if !(FORMAT_V1..=FORMAT_CURRENT).contains(&bytes[0]) {
+        return Err(format!(
+            "has unknown record format {} (this build reads formats {FORMAT_V1} to {FORMAT_CURRENT}; was it written by a newer mnemo?)",
             bytes[0]
-        )));
+        ));
     }
     let stored = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
     let actual = crc32fast::hash(&bytes[HEADER..]);
     if stored != actual {
-        return Err(Error::DataLoss(format!(
-            "{} failed its checksum (stored {stored:08x}, computed {actual:08x})",
-            what()
-        )));
+        return Err(format!(
+            "failed its checksum (stored {stored:08x}, computed {actual:08x})"
+        ));
     }
-    postcard::from_bytes(&bytes[HEADER..])
-        .map_err(|e| Error::DataLoss(format!("{} cannot be decoded: {e}", what())))
+    Ok((bytes[0], &bytes[HEADER..]))
 }
 
 #[cfg(test)]

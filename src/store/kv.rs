@@ -9,8 +9,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::engine::{Batch, Engine, MemoryEngine, SledEngine, Write};
 use super::{
-    codec, keys, plan_append, AppendPlan, Appended, IdempotencyRecord, SessionPage, SessionScan,
-    Store,
+    codec, keys, legacy, plan_append, AppendPlan, Appended, IdempotencyRecord, SessionPage,
+    SessionScan, Store,
 };
 use crate::error::{Error, Result};
 use crate::memory::types::{PreparedAppend, Session, SessionFilter, Turn};
@@ -82,10 +82,11 @@ impl<E: Engine> KvStore<E> {
     }
 
     pub(crate) fn read_session(&self, ns: &str, session_id: &str) -> Result<Session> {
-        self.read(&keys::session(ns, session_id), || {
-            format!("session record of {ns}/{session_id}")
-        })?
-        .ok_or_else(|| Error::session_not_found(ns, session_id))
+        let bytes = self
+            .engine
+            .get(&keys::session(ns, session_id))?
+            .ok_or_else(|| Error::session_not_found(ns, session_id))?;
+        legacy::decode_session(&bytes, || format!("session record of {ns}/{session_id}"))
     }
 
     /// One page of a filtered listing: walks the keys with `prefix` after
@@ -233,7 +234,7 @@ impl<E: Engine> Store for KvStore<E> {
                         Err(e) => return Err(e),
                     }
                 } else {
-                    Some(codec::decode(value, || {
+                    Some(legacy::decode_session(value, || {
                         format!("session record of {ns}/{sid}")
                     })?)
                 };
@@ -307,6 +308,7 @@ impl<E: Engine> Store for KvStore<E> {
         match plan_append(&current, previous, append)? {
             AppendPlan::Replay(outcome) => Ok(Appended {
                 outcome,
+                previous_state: current.state,
                 session: current,
             }),
             AppendPlan::Write {
@@ -336,6 +338,7 @@ impl<E: Engine> Store for KvStore<E> {
                 Ok(Appended {
                     outcome,
                     session: *session,
+                    previous_state: current.state,
                 })
             }
         }
@@ -400,7 +403,7 @@ impl<E: Engine> Store for KvStore<E> {
             let text = String::from_utf8_lossy(&k[1..]).into_owned();
             let (ns, id) = text.split_once('\0').unwrap_or((text.as_str(), ""));
             scan.resume_after = Some((ns.to_owned(), id.to_owned()));
-            match codec::decode::<Session>(&v, || format!("session record {ns}/{id}")) {
+            match legacy::decode_session(&v, || format!("session record {ns}/{id}")) {
                 Ok(s) => scan.sessions.push(s),
                 Err(e) => scan.unreadable.push(e.to_string()),
             }

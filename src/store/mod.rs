@@ -13,6 +13,7 @@ pub mod commit;
 pub mod engine;
 pub mod keys;
 mod kv;
+pub mod legacy;
 
 use serde::{Deserialize, Serialize};
 
@@ -170,6 +171,8 @@ pub struct Appended {
     pub outcome: AppendOutcome,
     /// The session as stored after the append.
     pub session: Session,
+    /// Its state before the append (an append wakes an IDLE session).
+    pub previous_state: SessionState,
 }
 
 /// What is stored under an idempotency key.
@@ -197,6 +200,27 @@ pub enum AppendPlan {
     },
 }
 
+/// Fencing: a write carrying `epoch` is allowed only while it is the
+/// session's current lease epoch.
+pub fn check_lease(current: &Session, epoch: u64) -> Result<()> {
+    let owner = if current.owner_agent.is_empty() {
+        "no agent".to_owned()
+    } else {
+        format!("agent {:?}", current.owner_agent)
+    };
+    match epoch.cmp(&current.lease_epoch) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Less => Err(Error::FailedPrecondition(format!(
+            "lease_epoch {epoch} is stale: session {:?} is now owned by {owner} at lease epoch {}; a handoff moved it, so this writer may no longer write",
+            current.session_id, current.lease_epoch
+        ))),
+        std::cmp::Ordering::Greater => Err(Error::FailedPrecondition(format!(
+            "lease_epoch {epoch} is ahead of session {:?}'s lease epoch {} (owned by {owner}); use the epoch from GetSession or Handoff",
+            current.session_id, current.lease_epoch
+        ))),
+    }
+}
+
 /// Decides an append against the session's current state and the record
 /// stored under its idempotency key (if any). Pure: no I/O.
 pub fn plan_append(
@@ -221,6 +245,17 @@ pub fn plan_append(
             "session {:?} is closed and accepts no more turns",
             current.session_id
         )));
+    }
+    if let Some(epoch) = append.lease_epoch {
+        check_lease(current, epoch)?;
+    }
+    if let Some(change) = &append.handoff {
+        if !current.owner_agent.is_empty() && current.owner_agent != change.from_agent {
+            return Err(Error::FailedPrecondition(format!(
+                "session {:?} is owned by agent {:?}, not {:?}; only the owner can hand it off",
+                current.session_id, current.owner_agent, change.from_agent
+            )));
+        }
     }
     if let Some(expected) = append.expected_next_seq {
         if expected != current.next_seq {
@@ -254,6 +289,13 @@ pub fn plan_append(
     session.next_seq += turns.len() as u64;
     session.total_tokens += added;
     session.updated_at = append.now;
+    session.last_active_at = append.now;
+    // An append wakes an idle session.
+    session.state = SessionState::Active;
+    if let Some(change) = &append.handoff {
+        session.owner_agent = change.to_agent.clone();
+        session.lease_epoch += 1;
+    }
     let outcome = AppendOutcome {
         first_seq,
         last_seq: session.next_seq - 1,

@@ -333,6 +333,9 @@ impl FoldState {
         let time = rules::turn_time(turn);
         self.first_time.get_or_insert(time);
         self.last_time = Some(time);
+        if rules::is_event(&turn.metadata) {
+            return;
+        }
         let speaker = rules::speaker_of(turn);
         if !self.participants.iter().any(|p| p.speaker == speaker) {
             self.participants.push(Participant {
@@ -735,10 +738,17 @@ impl FoldState {
                 .iter_mut()
                 .find(|x| rules::is_near_duplicate(&d.decision, &x.decision.decision))
             {
-                if !item.decision.agreed_by.iter().any(|a| a == speaker) {
-                    item.decision.agreed_by.push(speaker.to_string());
+                // Only a new voice adds evidence, and never past the cap:
+                // an evicted seq could be the one that names an agreeing
+                // speaker, and `agreed_by` must stay provable from the
+                // cited turns.
+                let d = &mut item.decision;
+                if !d.agreed_by.iter().any(|a| a == speaker)
+                    && d.evidence_seqs.len() < MAX_EVIDENCE_SEQS
+                {
+                    d.agreed_by.push(speaker.to_string());
+                    push_seq(&mut d.evidence_seqs, seq);
                 }
-                push_seq(&mut item.decision.evidence_seqs, seq);
                 return Some(item.id);
             }
         }
@@ -824,7 +834,9 @@ impl FoldState {
                 recent.conv_index = now;
                 let id = recent.id;
                 if let Some(item) = self.decisions.iter_mut().find(|d| d.id == id) {
-                    if !item.decision.agreed_by.iter().any(|a| a == speaker) {
+                    if !item.decision.agreed_by.iter().any(|a| a == speaker)
+                        && item.decision.evidence_seqs.len() < MAX_EVIDENCE_SEQS
+                    {
                         item.decision.agreed_by.push(speaker.to_string());
                         push_seq(&mut item.decision.evidence_seqs, seq);
                     }

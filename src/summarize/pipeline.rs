@@ -15,7 +15,7 @@ use super::records::{AuditKind, AuditRecord, ReviewItem, ReviewStatus, SummaryWr
 use super::{render, validate, SummaryContext};
 use crate::config::SummaryConfig;
 use crate::error::{Error, Result};
-use crate::memory::types::{now_nanos, RiskLevel, Session, Turn};
+use crate::memory::types::{now_nanos, RiskLevel, Session, SessionState, Turn};
 use crate::store::Store;
 use crate::tokens;
 
@@ -280,6 +280,12 @@ pub fn due(session: &Session, cfg: &SummaryConfig) -> Option<Trigger> {
         .max(session.summary.through_seq);
     if last <= since {
         return None;
+    }
+    // A session that stopped (closed or idle) gets its final summary.
+    match session.state {
+        SessionState::Closed => return Some(Trigger::Close),
+        SessionState::Idle => return Some(Trigger::IdleTimeout),
+        SessionState::Active => {}
     }
     if last - since >= u64::from(session.settings.summary_every_turns) {
         return Some(Trigger::EveryNTurns);

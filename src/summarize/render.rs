@@ -5,7 +5,10 @@
 
 use std::fmt::Write as _;
 
-use super::model::{ActionStatus, Outcome, Priority, SessionSummary, Severity};
+use super::model::{
+    ActionStatus, Decision, KeyFact, OpenQuestion, Outcome, PendingAction, Priority,
+    SessionSummary, Severity,
+};
 use crate::memory::types::ToolCallStatus;
 
 /// The summary as pretty JSON.
@@ -101,13 +104,7 @@ pub fn markdown(s: &SessionSummary) -> String {
     if !s.key_facts.is_empty() {
         let _ = writeln!(out, "\n### Key Facts");
         for f in &s.key_facts {
-            let _ = writeln!(
-                out,
-                "- {} ({}) {}",
-                f.fact,
-                f.stated_by,
-                seqs(&f.evidence_seqs)
-            );
+            let _ = writeln!(out, "{}", fact_line(f));
         }
     }
 
@@ -116,12 +113,7 @@ pub fn markdown(s: &SessionSummary) -> String {
         let _ = writeln!(out, "- None");
     }
     for d in &s.decisions {
-        let why = if d.rationale.is_empty() {
-            String::new()
-        } else {
-            format!(" — because {}", d.rationale)
-        };
-        let _ = writeln!(out, "- {}{} {}", d.decision, why, seqs(&d.evidence_seqs));
+        let _ = writeln!(out, "{}", decision_line(d));
     }
 
     let _ = writeln!(out, "\n### Actions Taken");
@@ -165,21 +157,7 @@ pub fn markdown(s: &SessionSummary) -> String {
         let _ = writeln!(out, "- None");
     }
     for a in pending {
-        let due = if a.deadline.is_empty() {
-            String::new()
-        } else {
-            format!(", due {}", a.deadline)
-        };
-        let _ = writeln!(
-            out,
-            "- {} (owner {}{}, {}, {}) {}",
-            a.action,
-            a.owner,
-            due,
-            priority(a.priority),
-            status(a.status),
-            seqs(&a.evidence_seqs)
-        );
+        let _ = writeln!(out, "{}", action_line(a));
     }
 
     let _ = writeln!(out, "\n### Open Questions");
@@ -187,16 +165,57 @@ pub fn markdown(s: &SessionSummary) -> String {
         let _ = writeln!(out, "- None");
     }
     for q in &s.open_questions {
-        let _ = writeln!(
-            out,
-            "- {} (asked by {}) {}",
-            q.question,
-            q.asked_by,
-            seqs(&q.evidence_seqs)
-        );
+        let _ = writeln!(out, "{}", question_line(q));
     }
     if !s.truncated.is_empty() {
         let _ = writeln!(out, "\n_Not fully covered: {}_", s.truncated);
     }
     out
+}
+
+/// A pending action as one Markdown list item.
+pub fn action_line(a: &PendingAction) -> String {
+    let due = if a.deadline.is_empty() {
+        String::new()
+    } else {
+        format!(", due {}", a.deadline)
+    };
+    let after = if a.depends_on.is_empty() {
+        String::new()
+    } else {
+        format!(", after {}", a.depends_on.join(", "))
+    };
+    format!(
+        "- {} (owner {}{due}{after}, {}, {}) {}",
+        a.action,
+        a.owner,
+        priority(a.priority),
+        status(a.status),
+        seqs(&a.evidence_seqs)
+    )
+}
+
+/// A decision as one Markdown list item.
+pub fn decision_line(d: &Decision) -> String {
+    let why = match d.rationale.as_str() {
+        "" => String::new(),
+        r if r.to_lowercase().starts_with("because") => format!(" — {r}"),
+        r => format!(" — because {r}"),
+    };
+    format!("- {}{why} {}", d.decision, seqs(&d.evidence_seqs))
+}
+
+/// An open question as one Markdown list item.
+pub fn question_line(q: &OpenQuestion) -> String {
+    format!(
+        "- {} (asked by {}) {}",
+        q.question,
+        q.asked_by,
+        seqs(&q.evidence_seqs)
+    )
+}
+
+/// A key fact as one Markdown list item.
+pub fn fact_line(f: &KeyFact) -> String {
+    format!("- {} ({}) {}", f.fact, f.stated_by, seqs(&f.evidence_seqs))
 }

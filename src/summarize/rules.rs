@@ -21,6 +21,16 @@ pub const MAX_ITEM_CHARS: usize = 300;
 /// `open_question`, `fact`); annotations win over heuristics.
 pub const ANNOTATION_KEY: &str = "mnemo.annotation";
 
+/// Metadata key the server sets on event turns it records itself (e.g.
+/// `handoff`); clients cannot set it. Event turns are counted but yield no
+/// summary items.
+pub const EVENT_KEY: &str = "mnemo.event";
+
+/// Whether a turn is an event the server recorded.
+pub fn is_event(metadata: &BTreeMap<String, String>) -> bool {
+    metadata.contains_key(EVENT_KEY)
+}
+
 /// Metadata key naming (by seq) the question a turn answers.
 pub const ANSWER_TO_KEY: &str = "mnemo.answer_to";
 
@@ -1622,6 +1632,14 @@ const NON_ANSWERS: &[&str] = &[
     "not certain",
     "can't confirm",
     "cannot confirm",
+    // Deferrals: someone will find out, nobody has yet.
+    "looking into",
+    "look into it",
+    "let me check",
+    "will check",
+    "get back to you",
+    "investigating",
+    "checking on",
 ];
 
 /// Whether a sentence can answer a question: a statement (not a question,

@@ -18,7 +18,8 @@ use super::model::Trigger;
 use super::pipeline::{self, Attempt};
 use crate::config::SummaryConfig;
 use crate::error::{Error, Result};
-use crate::memory::types::{Session, SessionState};
+use crate::memory::types::Session;
+use crate::memory::watch::{Notice, SummaryWritten, WatchHub};
 use crate::store::commit::GroupCommit;
 use crate::store::Store;
 
@@ -60,6 +61,7 @@ impl Scheduler {
     pub fn start(
         store: Arc<dyn Store>,
         commit: Arc<GroupCommit>,
+        hub: Arc<WatchHub>,
         config: SummaryConfig,
     ) -> Scheduler {
         let (tx, rx) = mpsc::channel(config.queue);
@@ -68,8 +70,7 @@ impl Scheduler {
         let worker = tokio::spawn(work(
             rx,
             tx.downgrade(),
-            store,
-            commit,
+            Outputs { store, commit, hub },
             queued.clone(),
             stats.clone(),
             config.clone(),
@@ -81,6 +82,11 @@ impl Scheduler {
             stats,
             config,
         }
+    }
+
+    /// The summary settings.
+    pub fn config(&self) -> &SummaryConfig {
+        &self.config
     }
 
     /// The scheduler's counters.
@@ -128,8 +134,9 @@ impl Scheduler {
             .map_err(|_| Error::Internal("the summary worker dropped a request".into()))?
     }
 
-    /// Queues what stored sessions show is due (after a restart).
-    pub fn rescan(&self, store: &dyn Store) -> Result<usize> {
+    /// Queues what stored sessions show is due (after a restart), showing
+    /// every readable session to `observe` on the way.
+    pub fn rescan(&self, store: &dyn Store, observe: &mut dyn FnMut(&Session)) -> Result<usize> {
         let mut after: Option<(String, String)> = None;
         let mut queued = 0;
         loop {
@@ -143,9 +150,8 @@ impl Scheduler {
             };
             after = Some(resume);
             for s in &page.sessions {
-                let pending_close = s.state == SessionState::Closed
-                    && s.next_seq - 1 > s.summary.attempted_through_seq.max(s.summary.through_seq);
-                if self.maybe_schedule(s, pending_close.then_some(Trigger::Close)) {
+                observe(s);
+                if self.maybe_schedule(s, None) {
                     queued += 1;
                 }
             }
@@ -164,15 +170,23 @@ impl Scheduler {
     }
 }
 
+/// Where the worker's results go: the store, group commit (a summary is
+/// durable before anyone hears of it) and the watchers.
+struct Outputs {
+    store: Arc<dyn Store>,
+    commit: Arc<GroupCommit>,
+    hub: Arc<WatchHub>,
+}
+
 async fn work(
     mut rx: mpsc::Receiver<Job>,
     requeue: mpsc::WeakSender<Job>,
-    store: Arc<dyn Store>,
-    commit: Arc<GroupCommit>,
+    outputs: Outputs,
     queued: Arc<Mutex<HashSet<(String, String)>>>,
     stats: Arc<SchedulerStats>,
     config: SummaryConfig,
 ) {
+    let Outputs { store, commit, hub } = outputs;
     while let Some(job) = rx.recv().await {
         // An automatic job stays marked as queued while it runs, so appends
         // meanwhile do not queue a second, tiny attempt; what they make due
@@ -197,6 +211,7 @@ async fn work(
         match &result {
             Ok(Attempt::Stored(s)) => {
                 stats.written.fetch_add(1, Ordering::Relaxed);
+                hub.publish(&key.0, &key.1, Notice::Summary(SummaryWritten::of(s)));
                 tracing::info!(namespace = %key.0, session_id = %key.1, version = s.version, through = s.covers_through_seq, "summary written");
             }
             Ok(Attempt::Refused(_)) => {

@@ -1,0 +1,675 @@
+//! Fitting a bundle into its budget. Every candidate line (a summary item
+//! or a turn) is offered in priority order: header, pending actions, open
+//! questions, decisions, summary, key facts, recent turns (newest first),
+//! earlier turns (newest first). A line is taken whole if it fits, else in
+//! its short form if it has one, else left out and counted in the manifest.
+//! Lines are measured one by one with the real tokenizer; the joined text
+//! is then measured once more, and if joining cost more than the sum (it
+//! rarely does), the choice is redone with a smaller allowance. The result
+//! is never over budget.
+
+use std::collections::{BTreeSet, HashSet};
+
+use super::compress;
+use super::{
+    Bundle, BundleRequest, CompressedTurn, Inputs, Manifest, ManifestEntry, Section, SeqRange,
+};
+use crate::memory::types::{Encoding, Role, SessionState, Turn};
+use crate::summarize::model::ActionStatus;
+use crate::summarize::{render, SessionSummary};
+use crate::tokens;
+
+/// Attempts at fitting before falling back to the bare header.
+const ROUNDS: u32 = 8;
+/// The heading of the shortened older turns (from the Q&A truncation
+/// scheme agents are used to).
+pub const EARLIER_HEADING: &str = "Earlier conversation summary:";
+
+/// A line and its token count, counted once on first use.
+struct Line {
+    text: String,
+    tokens: Option<u32>,
+}
+
+impl Line {
+    fn new(text: String) -> Line {
+        Line { text, tokens: None }
+    }
+
+    fn tokens(&mut self, enc: Encoding) -> u32 {
+        *self.tokens.get_or_insert_with(|| {
+            u32::try_from(tokens::count(enc, &self.text)).unwrap_or(u32::MAX)
+        })
+    }
+}
+
+/// One thing the bundle may hold.
+struct Candidate {
+    section: Section,
+    /// Position for display: the item's index in the summary, or a seq.
+    key: u64,
+    full: Line,
+    short: Option<Line>,
+    /// Stored tokens of the full text, to skip measuring what cannot fit.
+    estimate: u64,
+    /// Whether the short form lost anything (else it counts as whole).
+    short_lossy: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    Full,
+    Short,
+    Omitted,
+}
+
+fn heading(section: Section) -> &'static str {
+    match section {
+        Section::Header => "",
+        Section::PendingActions => "## Pending actions",
+        Section::OpenQuestions => "## Open questions",
+        Section::Decisions => "## Decisions",
+        Section::Summary => "## Summary",
+        Section::KeyFacts => "## Key facts",
+        Section::RecentTurns => "## Recent turns (verbatim)",
+        Section::EarlierTurns => EARLIER_HEADING,
+    }
+}
+
+/// Sections in reading order.
+const READING_ORDER: [Section; 8] = [
+    Section::Header,
+    Section::Summary,
+    Section::PendingActions,
+    Section::OpenQuestions,
+    Section::Decisions,
+    Section::KeyFacts,
+    Section::EarlierTurns,
+    Section::RecentTurns,
+];
+
+pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
+    let enc = req.encoding.unwrap_or(inputs.session.settings.encoding);
+    let budget = req.budget_tokens;
+    let mut cands = candidates(&inputs, req);
+    let unread = inputs.unread.map_or(0, |(a, b)| b - a + 1);
+    let note_reserve = tokens::count(enc, &note(budget, u32::MAX, u64::MAX)) as u64 + 1;
+    let mut headings: Vec<(Section, u32)> = Vec::new();
+    for s in READING_ORDER {
+        let h = heading(s);
+        let n = if h.is_empty() {
+            0
+        } else {
+            tokens::count(enc, h) as u32 + 2
+        };
+        headings.push((s, n));
+    }
+
+    let mut allowance = u64::from(budget).saturating_sub(note_reserve);
+    for _ in 0..ROUNDS {
+        let choices = choose(&mut cands, enc, allowance, &headings);
+        let (text, shortened, omitted) = render_text(&cands, &choices, budget, unread);
+        let count = tokens::count(enc, &text) as u64;
+        if count <= u64::from(budget) {
+            return assemble(
+                inputs,
+                req,
+                enc,
+                cands,
+                choices,
+                text,
+                count,
+                (shortened, omitted),
+            );
+        }
+        allowance = allowance.saturating_sub(count - u64::from(budget) + 8);
+    }
+    // Unreachable in practice (each round shrinks the allowance); keep the
+    // promise anyway with the first header line alone, cut to fit.
+    let mut choices = vec![Choice::Omitted; cands.len()];
+    choices[0] = Choice::Full;
+    let first = cands[0].full.text.clone();
+    let mut text: String = first.chars().take(64).collect();
+    while tokens::count(enc, &text) as u64 > u64::from(budget) {
+        text.pop();
+    }
+    cands[0].full = Line::new(text.clone());
+    let count = tokens::count(enc, &text) as u64;
+    let omitted = choices.len() as u64 - 1 + unread;
+    assemble(inputs, req, enc, cands, choices, text, count, (0, omitted))
+}
+
+/// Words of `text` worth matching against a query (lowercase, 3+ chars).
+fn words(text: &str) -> HashSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn overlap(query: &HashSet<String>, text: &str) -> usize {
+    if query.is_empty() {
+        return 0;
+    }
+    words(text).intersection(query).count()
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::System => "system",
+        Role::Tool => "tool",
+    }
+}
+
+fn state_name(s: SessionState) -> &'static str {
+    match s {
+        SessionState::Active => "ACTIVE",
+        SessionState::Idle => "IDLE",
+        SessionState::Closed => "CLOSED",
+    }
+}
+
+fn turn_prefix(t: &Turn) -> String {
+    if t.speaker.is_empty() {
+        format!("[#{}] {}:", t.seq, role_name(t.role))
+    } else {
+        format!("[#{}] {} {}:", t.seq, role_name(t.role), t.speaker)
+    }
+}
+
+/// A turn verbatim: content, then its tool call's exact fields.
+fn verbatim(t: &Turn) -> String {
+    let mut out = format!("{} {}", turn_prefix(t), t.content);
+    if let Some(c) = &t.tool_call {
+        out.push_str(&format!(
+            "\n  tool call {}({}) -> {:?}",
+            c.tool_name, c.arguments_json, c.status
+        ));
+        if !c.result.is_empty() {
+            out.push_str(&format!("\n  result: {}", c.result));
+        }
+        if !c.error_details.is_empty() {
+            out.push_str(&format!("\n  error: {}", c.error_details));
+        }
+    }
+    out
+}
+
+fn turn_candidate(section: Section, t: &Turn) -> Candidate {
+    let (short, lossy) = compress::shorten(t);
+    let marker = if lossy { " (shortened)" } else { "" };
+    let short = Line::new(format!("{}{marker} {short}", turn_prefix(t)));
+    match section {
+        // Older turns are only ever shown shortened.
+        Section::EarlierTurns => Candidate {
+            section,
+            key: t.seq,
+            full: short,
+            short: None,
+            estimate: u64::from(t.token_count).min(super::MAX_SHORT_TURN_COST),
+            short_lossy: lossy,
+        },
+        _ => Candidate {
+            section,
+            key: t.seq,
+            full: Line::new(verbatim(t)),
+            short: Some(short),
+            estimate: u64::from(t.token_count),
+            short_lossy: lossy,
+        },
+    }
+}
+
+fn item(section: Section, key: usize, text: String) -> Candidate {
+    Candidate {
+        section,
+        key: key as u64,
+        estimate: 0,
+        full: Line::new(text),
+        short: None,
+        short_lossy: false,
+    }
+}
+
+/// Ranks items for cutting: query overlap first, then newest first; returns
+/// indexes in that order.
+fn ranked(
+    texts: &[String],
+    query: &HashSet<String>,
+    boost: impl Fn(usize) -> (bool, u8),
+) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..texts.len()).collect();
+    idx.sort_by_key(|&i| {
+        let (mine, prio) = boost(i);
+        (
+            std::cmp::Reverse(mine),
+            std::cmp::Reverse(overlap(query, &texts[i])),
+            prio,
+            std::cmp::Reverse(i),
+        )
+    });
+    idx
+}
+
+fn summary_candidates(s: &SessionSummary, req: &BundleRequest, out: &mut Vec<Candidate>) {
+    let query = words(&req.query);
+    let pending: Vec<_> = s
+        .pending_actions
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.status != ActionStatus::Done)
+        .collect();
+    let texts: Vec<String> = pending
+        .iter()
+        .map(|(_, a)| render::action_line(a))
+        .collect();
+    let order = ranked(&texts, &query, |i| {
+        let a = pending[i].1;
+        let prio = match a.priority {
+            crate::summarize::model::Priority::High => 0,
+            crate::summarize::model::Priority::Medium => 1,
+            crate::summarize::model::Priority::Low => 2,
+        };
+        (!req.agent_id.is_empty() && a.owner == req.agent_id, prio)
+    });
+    for i in order {
+        out.push(item(
+            Section::PendingActions,
+            pending[i].0,
+            texts[i].clone(),
+        ));
+    }
+    let plain = |_| (false, 0);
+    let texts: Vec<String> = s.open_questions.iter().map(render::question_line).collect();
+    for i in ranked(&texts, &query, plain) {
+        out.push(item(Section::OpenQuestions, i, texts[i].clone()));
+    }
+    let texts: Vec<String> = s.decisions.iter().map(render::decision_line).collect();
+    for i in ranked(&texts, &query, plain) {
+        out.push(item(Section::Decisions, i, texts[i].clone()));
+    }
+    if !s.user_intent.is_empty() {
+        out.push(item(
+            Section::Summary,
+            0,
+            format!("User intent: {} [#{}]", s.user_intent, s.user_intent_seq),
+        ));
+    }
+    if !s.prose.is_empty() {
+        out.push(item(Section::Summary, 1, s.prose.clone()));
+    }
+    let texts: Vec<String> = s.key_facts.iter().map(render::fact_line).collect();
+    for i in ranked(&texts, &query, plain) {
+        out.push(item(Section::KeyFacts, i, texts[i].clone()));
+    }
+}
+
+/// Every candidate, in priority order. The first is the header's first
+/// line, which is always kept.
+fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate> {
+    let s = &inputs.session;
+    let mut out = Vec::new();
+    out.push(item(
+        Section::Header,
+        0,
+        format!("# Context bundle: session {}", s.session_id),
+    ));
+    let subject = if s.subject_id.is_empty() {
+        String::new()
+    } else {
+        format!(", subject {}", s.subject_id)
+    };
+    let owner = if s.owner_agent.is_empty() {
+        "no owner agent".to_owned()
+    } else {
+        format!("owner agent {}", s.owner_agent)
+    };
+    out.push(item(
+        Section::Header,
+        1,
+        format!(
+            "Namespace {}{subject}; {owner} (lease epoch {}); state {}.",
+            s.namespace,
+            s.lease_epoch,
+            state_name(s.state)
+        ),
+    ));
+    let as_of = s.last_seq();
+    let coverage = match &inputs.summary {
+        Some(sum) => format!(
+            "Turns 1–{as_of}; summary v{} covers turns 1–{}.",
+            sum.version, sum.covers_through_seq
+        ),
+        None => format!("Turns 1–{as_of}; no summary yet."),
+    };
+    out.push(item(Section::Header, 2, coverage));
+    if !req.agent_id.is_empty() {
+        out.push(item(
+            Section::Header,
+            3,
+            format!("Prepared for agent {}.", req.agent_id),
+        ));
+    }
+    if let Some(sum) = &inputs.summary {
+        summary_candidates(sum, req, &mut out);
+    }
+    for t in inputs.recent.iter().rev() {
+        out.push(turn_candidate(Section::RecentTurns, t));
+    }
+    for t in inputs.earlier.iter().rev() {
+        out.push(turn_candidate(Section::EarlierTurns, t));
+    }
+    out
+}
+
+/// Chooses, in priority order, what fits in `allowance` tokens.
+fn choose(
+    cands: &mut [Candidate],
+    enc: Encoding,
+    allowance: u64,
+    headings: &[(Section, u32)],
+) -> Vec<Choice> {
+    let mut used = 0u64;
+    let mut headed: HashSet<Section> = HashSet::new();
+    let mut choices = Vec::with_capacity(cands.len());
+    for (i, c) in cands.iter_mut().enumerate() {
+        let head = if headed.contains(&c.section) {
+            0
+        } else {
+            headings
+                .iter()
+                .find(|(s, _)| *s == c.section)
+                .map_or(0, |(_, n)| u64::from(*n))
+        };
+        let left = allowance.saturating_sub(used + head);
+        // Stored counts are in the session's encoding; a text far over
+        // what is left is not measured at all.
+        let worth_measuring = c.estimate <= left.saturating_mul(2) + 64;
+        let mut choice = Choice::Omitted;
+        if i == 0 || worth_measuring {
+            let n = u64::from(c.full.tokens(enc)) + 1;
+            if i == 0 || n <= left {
+                used += n + head;
+                choice = Choice::Full;
+            }
+        }
+        if choice == Choice::Omitted {
+            if let Some(short) = c.short.as_mut() {
+                let n = u64::from(short.tokens(enc)) + 1;
+                if n <= left {
+                    used += n + head;
+                    choice = Choice::Short;
+                }
+            }
+        }
+        if choice != Choice::Omitted {
+            headed.insert(c.section);
+        }
+        choices.push(choice);
+    }
+    choices
+}
+
+/// Whether a choice lost anything: a short form that is lossy, or an
+/// earlier turn's (only) form when shortening cut it.
+fn is_shortened(c: &Candidate, choice: Choice) -> bool {
+    match choice {
+        Choice::Short => c.short_lossy,
+        Choice::Full => c.section == Section::EarlierTurns && c.short_lossy,
+        Choice::Omitted => false,
+    }
+}
+
+fn note(budget: u32, shortened: u32, omitted: u64) -> String {
+    format!(
+        "Note: to fit {budget} tokens, {shortened} items are shortened and {omitted} left out; the manifest lists them and ListTurns returns any turn in full."
+    )
+}
+
+/// The text in reading order, and the counts of shortened and omitted items.
+fn render_text(
+    cands: &[Candidate],
+    choices: &[Choice],
+    budget: u32,
+    unread: u64,
+) -> (String, u32, u64) {
+    let mut shortened = 0u32;
+    let mut omitted = unread;
+    for (c, &ch) in cands.iter().zip(choices) {
+        match ch {
+            Choice::Omitted => omitted += 1,
+            _ if is_shortened(c, ch) => shortened += 1,
+            _ => {}
+        }
+    }
+    let mut lines: Vec<&str> = Vec::new();
+    let note_text = note(budget, shortened, omitted);
+    for section in READING_ORDER {
+        let mut picked: Vec<(u64, &str)> = cands
+            .iter()
+            .zip(choices)
+            .filter(|(c, _)| c.section == section)
+            .filter_map(|(c, &ch)| match ch {
+                Choice::Full => Some((c.key, c.full.text.as_str())),
+                Choice::Short => c.short.as_ref().map(|s| (c.key, s.text.as_str())),
+                Choice::Omitted => None,
+            })
+            .collect();
+        if section == Section::Header {
+            picked.sort_by_key(|(k, _)| *k);
+            lines.extend(picked.iter().map(|(_, t)| *t));
+            if shortened > 0 || omitted > 0 {
+                lines.push(&note_text);
+            }
+            continue;
+        }
+        if picked.is_empty() {
+            continue;
+        }
+        picked.sort_by_key(|(k, _)| *k);
+        lines.push("");
+        lines.push(heading(section));
+        lines.extend(picked.iter().map(|(_, t)| *t));
+    }
+    (lines.join("\n"), shortened, omitted)
+}
+
+/// Seqs as inclusive ranges.
+fn ranges(seqs: impl IntoIterator<Item = u64>) -> Vec<SeqRange> {
+    let sorted: BTreeSet<u64> = seqs.into_iter().collect();
+    let mut out: Vec<SeqRange> = Vec::new();
+    for s in sorted {
+        match out.last_mut() {
+            Some((_, last)) if *last + 1 == s => *last = s,
+            _ => out.push((s, s)),
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    inputs: Inputs,
+    req: &BundleRequest,
+    enc: Encoding,
+    cands: Vec<Candidate>,
+    choices: Vec<Choice>,
+    text: String,
+    count: u64,
+    (shortened, omitted): (u32, u64),
+) -> Bundle {
+    let Inputs {
+        session,
+        summary,
+        recent,
+        earlier,
+        unread,
+    } = inputs;
+    let mut sections: Vec<ManifestEntry> = Vec::new();
+    for (c, &ch) in cands.iter().zip(&choices) {
+        if sections.last().is_none_or(|e| e.section != c.section) {
+            sections.push(ManifestEntry {
+                section: c.section,
+                available: 0,
+                included: 0,
+                shortened: 0,
+                omitted: 0,
+                included_seqs: Vec::new(),
+                shortened_seqs: Vec::new(),
+                omitted_seqs: Vec::new(),
+                tokens: 0,
+            });
+        }
+        let e = sections.last_mut().expect("pushed above");
+        e.available += 1;
+        let lossy = is_shortened(c, ch);
+        match ch {
+            Choice::Omitted => e.omitted += 1,
+            _ if lossy => e.shortened += 1,
+            _ => e.included += 1,
+        }
+        e.tokens += match ch {
+            Choice::Full => c.full.tokens.unwrap_or(0),
+            Choice::Short => c.short.as_ref().and_then(|s| s.tokens).unwrap_or(0),
+            Choice::Omitted => 0,
+        };
+    }
+    // Candidates of one section are contiguous, so each section has one
+    // entry; fill the seq ranges of the turn sections.
+    for e in sections.iter_mut() {
+        if !matches!(e.section, Section::RecentTurns | Section::EarlierTurns) {
+            continue;
+        }
+        let of = |want: &dyn Fn(&Candidate, Choice) -> bool| {
+            ranges(
+                cands
+                    .iter()
+                    .zip(&choices)
+                    .filter(|(c, &ch)| c.section == e.section && want(c, ch))
+                    .map(|(c, _)| c.key),
+            )
+        };
+        e.included_seqs = of(&|c, ch| ch != Choice::Omitted && !is_shortened(c, ch));
+        e.shortened_seqs = of(&|c, ch| is_shortened(c, ch));
+        e.omitted_seqs = of(&|_, ch| ch == Choice::Omitted);
+    }
+    if let Some((a, b)) = unread {
+        let n = u32::try_from(b - a + 1).unwrap_or(u32::MAX);
+        let pos = sections
+            .iter()
+            .position(|e| e.section == Section::EarlierTurns)
+            .unwrap_or_else(|| {
+                sections.push(ManifestEntry {
+                    section: Section::EarlierTurns,
+                    available: 0,
+                    included: 0,
+                    shortened: 0,
+                    omitted: 0,
+                    included_seqs: Vec::new(),
+                    shortened_seqs: Vec::new(),
+                    omitted_seqs: Vec::new(),
+                    tokens: 0,
+                });
+                sections.len() - 1
+            });
+        let e = &mut sections[pos];
+        e.available = e.available.saturating_add(n);
+        e.omitted = e.omitted.saturating_add(n);
+        e.omitted_seqs.insert(0, (a, b));
+    }
+
+    // The structured fields: exactly what the text holds.
+    let chosen = |section: Section| -> Vec<(u64, Choice)> {
+        let mut v: Vec<(u64, Choice)> = cands
+            .iter()
+            .zip(&choices)
+            .filter(|(c, &ch)| c.section == section && ch != Choice::Omitted)
+            .map(|(c, &ch)| (c.key, ch))
+            .collect();
+        v.sort_by_key(|(k, _)| *k);
+        v
+    };
+    let mut bundle = Bundle {
+        as_of_seq: session.last_seq(),
+        encoding: enc,
+        budget_tokens: req.budget_tokens,
+        token_count: u32::try_from(count).unwrap_or(u32::MAX),
+        rendered_text: text,
+        user_intent: String::new(),
+        prose: String::new(),
+        pending_actions: Vec::new(),
+        open_questions: Vec::new(),
+        decisions: Vec::new(),
+        key_facts: Vec::new(),
+        recent_turns: Vec::new(),
+        earlier_turns: Vec::new(),
+        manifest: Manifest {
+            complete: shortened == 0 && omitted == 0,
+            sections,
+            summary_version: summary.as_ref().map_or(0, |s| s.version),
+            summarized: summary
+                .as_ref()
+                .filter(|s| s.covers_through_seq > 0)
+                .map(|s| (1, s.covers_through_seq)),
+        },
+        session,
+    };
+    if let Some(s) = summary {
+        for (k, _) in chosen(Section::PendingActions) {
+            bundle
+                .pending_actions
+                .push(s.pending_actions[k as usize].clone());
+        }
+        for (k, _) in chosen(Section::OpenQuestions) {
+            bundle
+                .open_questions
+                .push(s.open_questions[k as usize].clone());
+        }
+        for (k, _) in chosen(Section::Decisions) {
+            bundle.decisions.push(s.decisions[k as usize].clone());
+        }
+        for (k, _) in chosen(Section::KeyFacts) {
+            bundle.key_facts.push(s.key_facts[k as usize].clone());
+        }
+        for (k, _) in chosen(Section::Summary) {
+            if k == 0 {
+                bundle.user_intent = s.user_intent.clone();
+            } else {
+                bundle.prose = s.prose.clone();
+            }
+        }
+    }
+    let by_seq: std::collections::HashMap<u64, &Turn> =
+        recent.iter().chain(&earlier).map(|t| (t.seq, t)).collect();
+    let mut short_turns: Vec<CompressedTurn> = Vec::new();
+    for (c, &ch) in cands.iter().zip(&choices) {
+        if !matches!(c.section, Section::RecentTurns | Section::EarlierTurns) {
+            continue;
+        }
+        let Some(t) = by_seq.get(&c.key) else {
+            continue;
+        };
+        match ch {
+            Choice::Omitted => {}
+            Choice::Full if c.section == Section::RecentTurns => {
+                bundle.recent_turns.push((*t).clone())
+            }
+            _ => {
+                let (text, lossy) = compress::shorten(t);
+                short_turns.push(CompressedTurn {
+                    seq: t.seq,
+                    role: t.role,
+                    speaker: t.speaker.clone(),
+                    text,
+                    shortened: lossy,
+                });
+            }
+        }
+    }
+    short_turns.sort_by_key(|t| t.seq);
+    bundle.recent_turns.sort_by_key(|t| t.seq);
+    bundle.earlier_turns = short_turns;
+    bundle
+}

@@ -1,0 +1,489 @@
+//! Live watching of sessions. Writers publish small notices ("turns up to
+//! seq N are durable", "summary v written", "state changed") on a bounded
+//! per-session broadcast channel; each watcher's task turns them into
+//! events, reading turns from the store in seq order. So every watcher sees
+//! every turn exactly once and in order, turns are sent only once durable,
+//! and memory per watcher is bounded (the notice ring and an outgoing
+//! buffer). A watcher whose notices overflow is disconnected with the seq to
+//! resume from; nothing is lost for it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{broadcast, mpsc};
+
+use crate::error::{Error, Result};
+use crate::memory::types::{SessionState, Turn};
+use crate::summarize::model::Trigger;
+use crate::summarize::rules::EVENT_KEY;
+
+/// Metadata of a handoff event turn.
+pub mod handoff_keys {
+    /// The previous owner.
+    pub const FROM: &str = "mnemo.from_agent";
+    /// The new owner.
+    pub const TO: &str = "mnemo.to_agent";
+    /// Why.
+    pub const REASON: &str = "mnemo.reason";
+    /// The lease epoch the handoff created.
+    pub const EPOCH: &str = "mnemo.lease_epoch";
+    /// The value of `mnemo.event` on a handoff turn.
+    pub const EVENT: &str = "handoff";
+}
+
+/// What writers publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// Turns through `last_seq` are durable.
+    Appended {
+        /// The newest durable turn.
+        last_seq: u64,
+    },
+    /// A summary was written (and is durable).
+    Summary(SummaryWritten),
+    /// The session's state changed.
+    State {
+        /// The new state.
+        state: SessionState,
+        /// The newest turn at the change.
+        at_seq: u64,
+    },
+    /// The session was deleted.
+    Deleted,
+}
+
+/// A summary notice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryWritten {
+    /// The new version.
+    pub version: u64,
+    /// The last turn it covers.
+    pub covers_through_seq: u64,
+    /// Its trigger.
+    pub trigger: Trigger,
+}
+
+impl SummaryWritten {
+    /// The notice of a stored summary.
+    pub fn of(s: &crate::summarize::SessionSummary) -> SummaryWritten {
+        SummaryWritten {
+            version: s.version,
+            covers_through_seq: s.covers_through_seq,
+            trigger: s.trigger,
+        }
+    }
+}
+
+/// A handoff, as watchers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoffEvent {
+    /// Previous owner.
+    pub from_agent: String,
+    /// New owner.
+    pub to_agent: String,
+    /// Why.
+    pub reason: String,
+    /// The new lease epoch.
+    pub lease_epoch: u64,
+    /// The event turn.
+    pub seq: u64,
+}
+
+impl HandoffEvent {
+    /// The handoff a turn records, if it is a handoff event turn.
+    pub fn from_turn(t: &Turn) -> Option<HandoffEvent> {
+        if t.metadata.get(EVENT_KEY).map(String::as_str) != Some(handoff_keys::EVENT) {
+            return None;
+        }
+        let get = |k: &str| t.metadata.get(k).cloned().unwrap_or_default();
+        Some(HandoffEvent {
+            from_agent: get(handoff_keys::FROM),
+            to_agent: get(handoff_keys::TO),
+            reason: get(handoff_keys::REASON),
+            lease_epoch: get(handoff_keys::EPOCH).parse().unwrap_or(0),
+            seq: t.seq,
+        })
+    }
+}
+
+/// One event of a watched session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// A durable turn.
+    Turn(Box<Turn>),
+    /// A summary was written.
+    Summary(SummaryWritten),
+    /// The session was handed off (right after its event turn).
+    Handoff(HandoffEvent),
+    /// The session's state changed.
+    State {
+        /// The new state.
+        state: SessionState,
+        /// The newest turn at the change.
+        at_seq: u64,
+    },
+}
+
+type Key = (String, String);
+
+struct Inner {
+    channels: HashMap<Key, broadcast::Sender<Notice>>,
+    per_namespace: HashMap<String, usize>,
+}
+
+/// The registry of watched sessions.
+pub struct WatchHub {
+    inner: Mutex<Inner>,
+    /// Notices buffered per session (shared by its watchers).
+    capacity: usize,
+    /// Open watches allowed per namespace.
+    max_per_namespace: usize,
+    /// Set at shutdown: watch tasks end their streams.
+    closing: tokio::sync::watch::Sender<bool>,
+}
+
+/// A watcher's registration; unregisters on drop.
+pub struct Subscription {
+    hub: Arc<WatchHub>,
+    key: Key,
+    rx: Option<broadcast::Receiver<Notice>>,
+    closing: tokio::sync::watch::Receiver<bool>,
+}
+
+impl WatchHub {
+    /// A hub buffering `capacity` notices per session and allowing
+    /// `max_per_namespace` open watches per namespace.
+    pub fn new(capacity: usize, max_per_namespace: usize) -> WatchHub {
+        WatchHub {
+            inner: Mutex::new(Inner {
+                channels: HashMap::new(),
+                per_namespace: HashMap::new(),
+            }),
+            capacity: capacity.max(1),
+            max_per_namespace,
+            closing: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes a notice to the session's watchers, if any. Never blocks.
+    pub fn publish(&self, ns: &str, session_id: &str, notice: Notice) {
+        let inner = self.lock();
+        if let Some(tx) = inner.channels.get(&(ns.to_owned(), session_id.to_owned())) {
+            // No receiver left is not an error: the last one is leaving.
+            let _ = tx.send(notice);
+        }
+    }
+
+    /// Registers a watcher; `RESOURCE_EXHAUSTED` over the namespace's cap.
+    pub fn subscribe(self: &Arc<Self>, ns: &str, session_id: &str) -> Result<Subscription> {
+        if *self.closing.borrow() {
+            return Err(Error::Unavailable("the daemon is shutting down".into()));
+        }
+        let mut inner = self.lock();
+        let open = inner.per_namespace.get(ns).copied().unwrap_or(0);
+        if open >= self.max_per_namespace {
+            return Err(Error::ResourceExhausted(format!(
+                "namespace {ns:?} has {open} open watches, the limit (max_watches_per_namespace); close one first"
+            )));
+        }
+        *inner.per_namespace.entry(ns.to_owned()).or_default() += 1;
+        let key = (ns.to_owned(), session_id.to_owned());
+        let rx = inner
+            .channels
+            .entry(key.clone())
+            .or_insert_with(|| broadcast::channel(self.capacity).0)
+            .subscribe();
+        Ok(Subscription {
+            hub: self.clone(),
+            key,
+            rx: Some(rx),
+            closing: self.closing.subscribe(),
+        })
+    }
+
+    /// Open watches of a namespace.
+    pub fn open_watches(&self, ns: &str) -> usize {
+        self.lock().per_namespace.get(ns).copied().unwrap_or(0)
+    }
+
+    /// Tells every watch task to end its stream (daemon shutdown).
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+}
+
+impl Subscription {
+    /// A receiver that changes when the daemon starts shutting down.
+    pub fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closing.clone()
+    }
+
+    /// The next notice. `Err(Lagged)` when notices were dropped because
+    /// this watcher fell behind.
+    pub async fn recv(&mut self) -> std::result::Result<Notice, broadcast::error::RecvError> {
+        match self.rx.as_mut() {
+            Some(rx) => rx.recv().await,
+            None => Err(broadcast::error::RecvError::Closed),
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut inner = self.hub.lock();
+        drop(self.rx.take());
+        if let Some(tx) = inner.channels.get(&self.key) {
+            if tx.receiver_count() == 0 {
+                inner.channels.remove(&self.key);
+            }
+        }
+        if let Some(n) = inner.per_namespace.get_mut(&self.key.0) {
+            *n -= 1;
+            if *n == 0 {
+                inner.per_namespace.remove(&self.key.0);
+            }
+        }
+    }
+}
+
+/// Events buffered between a watch task and its gRPC stream.
+const OUTGOING: usize = 32;
+/// Turns read per store call by a watch task.
+const READ_CHUNK: usize = 256;
+
+/// The stream of a watcher: events, then at most one error that ends it.
+pub type WatchStream = mpsc::Receiver<Result<WatchEvent>>;
+
+impl super::Memory {
+    /// Watches a session: replays from `from_seq` (0 = live only), then
+    /// streams live events. Errors before the first event (unknown
+    /// session, too many watches) are returned directly.
+    pub async fn watch(
+        self: &Arc<Self>,
+        ns: &str,
+        session_id: &str,
+        from_seq: u64,
+    ) -> Result<WatchStream> {
+        super::validate::id("namespace", ns)?;
+        super::validate::id("session_id", session_id)?;
+        // Subscribe before reading, so nothing falls between the replay
+        // and the live notices.
+        let sub = self.hub.subscribe(ns, session_id)?;
+        let session = self.get_session(ns, session_id).await?;
+        // Everything through the snapshot is durable before it is sent.
+        self.commit.durable().await?;
+        let head = session.last_seq();
+        let (next_turn, summaries_from) = if from_seq == 0 {
+            (head + 1, session.summary.version + 1)
+        } else {
+            (
+                from_seq,
+                self.first_summary_covering(ns, session_id, from_seq, session.summary.version)
+                    .await?,
+            )
+        };
+        let (tx, rx) = mpsc::channel(OUTGOING);
+        let watcher = Watcher {
+            memory: self.clone(),
+            ns: ns.to_owned(),
+            session_id: session_id.to_owned(),
+            closing: sub.closing(),
+            sub,
+            tx,
+            next_turn,
+            next_summary: summaries_from,
+        };
+        tokio::spawn(watcher.run(head, session.summary.version));
+        Ok(rx)
+    }
+
+    /// The oldest summary version covering `seq` or later (binary search
+    /// over versions 1..=latest, whose coverage only grows).
+    async fn first_summary_covering(
+        &self,
+        ns: &str,
+        session_id: &str,
+        seq: u64,
+        latest: u64,
+    ) -> Result<u64> {
+        let (mut lo, mut hi) = (1u64, latest + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let s = self.get_summary(ns, session_id, mid).await?;
+            if s.covers_through_seq >= seq {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+}
+
+/// One watcher's task.
+struct Watcher {
+    memory: Arc<super::Memory>,
+    ns: String,
+    session_id: String,
+    sub: Subscription,
+    closing: tokio::sync::watch::Receiver<bool>,
+    tx: mpsc::Sender<Result<WatchEvent>>,
+    /// The next turn to send.
+    next_turn: u64,
+    /// The next summary version to send.
+    next_summary: u64,
+}
+
+/// Why a watcher stops.
+enum Stop {
+    /// The client went away.
+    Gone,
+    /// End the stream with this error.
+    Fail(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Stop {
+        Stop::Fail(e)
+    }
+}
+
+impl Watcher {
+    async fn run(mut self, head: u64, latest_summary: u64) {
+        let result = self.serve(head, latest_summary).await;
+        if let Err(Stop::Fail(e)) = result {
+            let _ = self.tx.send(Err(e)).await;
+        }
+    }
+
+    async fn serve(&mut self, head: u64, latest_summary: u64) -> std::result::Result<(), Stop> {
+        // Replay: the stored turns through `head`, each stored summary
+        // right after the last turn it covers.
+        let mut pending: Option<SummaryWritten> = None;
+        loop {
+            if pending.is_none() && self.next_summary <= latest_summary {
+                let s = self
+                    .memory
+                    .get_summary(&self.ns, &self.session_id, self.next_summary)
+                    .await?;
+                pending = Some(SummaryWritten::of(&s));
+            }
+            match pending.take() {
+                Some(s) if s.covers_through_seq < self.next_turn => {
+                    self.next_summary = s.version + 1;
+                    self.emit(WatchEvent::Summary(s)).await?;
+                }
+                Some(s) if self.next_turn <= head => {
+                    self.turns_through(s.covers_through_seq.min(head)).await?;
+                    pending = Some(s);
+                }
+                None if self.next_turn <= head => self.turns_through(head).await?,
+                _ => break,
+            }
+        }
+        // Live.
+        loop {
+            enum Woke {
+                Notice(std::result::Result<Notice, broadcast::error::RecvError>),
+                Closing,
+                Gone,
+            }
+            let woke = tokio::select! {
+                n = self.sub.recv() => Woke::Notice(n),
+                _ = self.closing.changed() => Woke::Closing,
+                () = self.tx.closed() => Woke::Gone,
+            };
+            let notice = match woke {
+                Woke::Notice(n) => n,
+                Woke::Closing => return Err(self.shutting_down()),
+                Woke::Gone => return Err(Stop::Gone),
+            };
+            match notice {
+                Ok(Notice::Appended { last_seq }) => self.turns_through(last_seq).await?,
+                Ok(Notice::Summary(s)) => {
+                    self.turns_through(s.covers_through_seq).await?;
+                    if s.version >= self.next_summary {
+                        self.next_summary = s.version + 1;
+                        self.emit(WatchEvent::Summary(s)).await?;
+                    }
+                }
+                Ok(Notice::State { state, at_seq }) => {
+                    self.turns_through(at_seq).await?;
+                    self.emit(WatchEvent::State { state, at_seq }).await?;
+                }
+                Ok(Notice::Deleted) => {
+                    return Err(Stop::Fail(Error::session_not_found(
+                        &self.ns,
+                        &self.session_id,
+                    )))
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    return Err(Stop::Fail(Error::Lagged {
+                        resume_from_seq: self.next_turn,
+                    }))
+                }
+                Err(broadcast::error::RecvError::Closed) => return Err(self.shutting_down()),
+            }
+        }
+    }
+
+    fn shutting_down(&self) -> Stop {
+        Stop::Fail(Error::Unavailable(format!(
+            "the daemon is shutting down; watch again with from_seq={}",
+            self.next_turn
+        )))
+    }
+
+    /// Sends one event, giving up when the client leaves or the daemon
+    /// shuts down (a full buffer never blocks shutdown).
+    async fn emit(&mut self, event: WatchEvent) -> std::result::Result<(), Stop> {
+        let sent = tokio::select! {
+            r = self.tx.send(Ok(event)) => Some(r.is_ok()),
+            _ = self.closing.changed() => None,
+        };
+        match sent {
+            Some(true) => Ok(()),
+            Some(false) => Err(Stop::Gone),
+            None => Err(self.shutting_down()),
+        }
+    }
+
+    /// Sends the turns from `next_turn` through `to` (a handoff event
+    /// after each handoff turn), reading them from the store in chunks.
+    async fn turns_through(&mut self, to: u64) -> std::result::Result<(), Stop> {
+        while self.next_turn <= to {
+            let page = self
+                .memory
+                .list_turns(
+                    &self.ns,
+                    &self.session_id,
+                    self.next_turn,
+                    Some(to),
+                    READ_CHUNK as u32,
+                    "",
+                )
+                .await?;
+            if page.items.is_empty() {
+                // Turns through `to` were durable when announced, and seqs
+                // are gap-free: missing ones mean damage, not a race.
+                return Err(Stop::Fail(Error::DataLoss(format!(
+                    "turns {}..={to} of session {}/{} are missing",
+                    self.next_turn, self.ns, self.session_id
+                ))));
+            }
+            for t in page.items {
+                let handoff = HandoffEvent::from_turn(&t);
+                self.next_turn = t.seq + 1;
+                self.emit(WatchEvent::Turn(Box::new(t))).await?;
+                if let Some(h) = handoff {
+                    self.emit(WatchEvent::Handoff(h)).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,517 @@
+//! Context bundles over gRPC: the budget is never exceeded (property test
+//! over random sessions and budgets, measured with tiktoken-rs, the
+//! reference tokenizer), every turn is accounted for, the Q&A compression
+//! of older turns, transparency, freshness, request validation.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use common::*;
+use mnemo::pb;
+use mnemo::pb::memory_service_client::MemoryServiceClient;
+use tonic::transport::Channel;
+use tonic::Code;
+
+type Client = MemoryServiceClient<Channel>;
+
+/// A small deterministic generator (xorshift64*), so failures replay.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const WORDS: &[&str] = &[
+    "refund",
+    "order",
+    "ORD-4411",
+    "$19.99",
+    "please",
+    "check",
+    "the",
+    "status",
+    "of",
+    "my",
+    "ticket",
+    "deploy",
+    "server",
+    "failed",
+    "because",
+    "timeout",
+    "we",
+    "decided",
+    "to",
+    "retry",
+    "tomorrow",
+    "I",
+    "will",
+    "send",
+    "email",
+    "jane@example.com",
+    "why",
+    "is",
+    "it",
+    "slow",
+    "naïve",
+    "café",
+    "日本語",
+    "🙂",
+    "emoji",
+    "\n",
+    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    "12.50.",
+];
+
+fn sentence(rng: &mut Rng, words: u64) -> String {
+    let mut out = String::new();
+    for i in 0..words {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(WORDS[rng.below(WORDS.len() as u64) as usize]);
+    }
+    match rng.below(3) {
+        0 => out.push('?'),
+        1 => out.push('.'),
+        _ => {}
+    }
+    out
+}
+
+fn random_turn(rng: &mut Rng) -> pb::NewTurn {
+    let role = match rng.below(10) {
+        0..=3 => pb::Role::User,
+        4..=7 => pb::Role::Assistant,
+        8 => pb::Role::System,
+        _ => pb::Role::Tool,
+    };
+    let len = match rng.below(20) {
+        0 => 400 + rng.below(2000),
+        1..=4 => 40 + rng.below(80),
+        _ => 3 + rng.below(25),
+    };
+    let mut t = pb::NewTurn {
+        role: role as i32,
+        speaker: format!("{:?}", role).to_lowercase(),
+        content: sentence(rng, len),
+        ..Default::default()
+    };
+    if role == pb::Role::Tool {
+        t.tool_call = Some(pb::ToolCall {
+            tool_name: "lookup_order".into(),
+            arguments_json: format!(r#"{{"order_id": "ORD-{}"}}"#, rng.below(10_000)),
+            result: {
+                let n = 5 + rng.below(60);
+                sentence(rng, n)
+            },
+            status: pb::ToolCallStatus::Success as i32,
+            error_details: String::new(),
+        });
+    }
+    t
+}
+
+async fn bundle(
+    c: &mut Client,
+    id: &str,
+    budget: u32,
+    encoding: pb::Encoding,
+) -> Result<pb::ContextBundle, tonic::Status> {
+    c.get_context_bundle(pb::GetContextBundleRequest {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        budget_tokens: budget,
+        encoding: encoding as i32,
+        ..Default::default()
+    })
+    .await
+    .map(|r| r.into_inner().bundle.expect("bundle"))
+}
+
+fn reference_count(encoding: pb::Encoding, text: &str) -> usize {
+    static CL100K: OnceLock<tiktoken_rs::CoreBPE> = OnceLock::new();
+    static O200K: OnceLock<tiktoken_rs::CoreBPE> = OnceLock::new();
+    let bpe = match encoding {
+        pb::Encoding::O200kBase => O200K.get_or_init(|| tiktoken_rs::o200k_base().unwrap()),
+        _ => CL100K.get_or_init(|| tiktoken_rs::cl100k_base().unwrap()),
+    };
+    bpe.encode_ordinary(text).len()
+}
+
+/// Every seq 1..=as_of is summarized, included, shortened or omitted.
+fn assert_no_gap(b: &pb::ContextBundle) {
+    let m = b.manifest.as_ref().expect("manifest");
+    let mut seen = BTreeSet::new();
+    if let Some(r) = &m.summarized {
+        seen.extend(r.first_seq..=r.last_seq);
+    }
+    for e in &m.sections {
+        for r in e
+            .included_seqs
+            .iter()
+            .chain(&e.shortened_seqs)
+            .chain(&e.omitted_seqs)
+        {
+            seen.extend(r.first_seq..=r.last_seq);
+        }
+    }
+    for seq in 1..=b.as_of_seq {
+        assert!(
+            seen.contains(&seq),
+            "turn {seq} is unaccounted for in {m:?}"
+        );
+    }
+    // Structured turns are what the text shows.
+    for t in &b.recent_turns {
+        assert!(b.rendered_text.contains(&format!("[#{}]", t.seq)));
+    }
+    for t in &b.earlier_turns {
+        assert!(b.rendered_text.contains(&format!("[#{}]", t.seq)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_never_exceed_the_budget_and_account_for_every_turn() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut checked = 0;
+    for s in 0..24 {
+        let id = format!("prop-{s}");
+        c.create_session(pb::CreateSessionRequest {
+            namespace: "ns".into(),
+            session_id: id.clone(),
+            subject_id: "user:prop".into(),
+            settings: Some(pb::SessionSettings {
+                summary_every_turns: 5 + rng.below(30) as u32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let n = rng.below(160);
+        let mut turns: Vec<pb::NewTurn> = (0..n).map(|_| random_turn(&mut rng)).collect();
+        while !turns.is_empty() {
+            let k = turns.len().min(1 + rng.below(40) as usize);
+            let batch: Vec<_> = turns.drain(..k).collect();
+            c.append_turns(append_req("ns", &id, batch)).await.unwrap();
+        }
+        if rng.below(2) == 0 && n > 0 {
+            c.summarize(pb::SummarizeRequest {
+                namespace: "ns".into(),
+                session_id: id.clone(),
+                wait: true,
+            })
+            .await
+            .unwrap();
+        }
+        for _ in 0..5 {
+            let budget = match rng.below(4) {
+                0 => 256 + rng.below(64) as u32,
+                1 => 256 + rng.below(1500) as u32,
+                2 => 2000 + rng.below(10_000) as u32,
+                _ => 40_000,
+            };
+            let encoding = if rng.below(3) == 0 {
+                pb::Encoding::O200kBase
+            } else {
+                pb::Encoding::Unspecified
+            };
+            let b = bundle(&mut c, &id, budget, encoding).await.unwrap();
+            let measured = reference_count(encoding, &b.rendered_text);
+            assert_eq!(
+                measured, b.token_count as usize,
+                "token_count is the real count"
+            );
+            assert!(
+                measured <= budget as usize,
+                "session {id}: {measured} tokens over a budget of {budget}"
+            );
+            assert_eq!(b.as_of_seq, n);
+            assert_no_gap(&b);
+            let m = b.manifest.as_ref().unwrap();
+            let cut = m.sections.iter().any(|e| e.shortened > 0 || e.omitted > 0);
+            assert_eq!(m.complete, !cut);
+            assert_eq!(
+                b.rendered_text.contains("Note: to fit"),
+                cut,
+                "{}",
+                b.rendered_text
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 120);
+    server.stop().await;
+}
+
+fn qa_pair(i: usize) -> Vec<pb::NewTurn> {
+    let question = format!(
+        "Question {i}: {} what should I do?",
+        "I have a long preamble about my account history ".repeat(4)
+    );
+    let answer = if i % 2 == 0 {
+        format!("Short answer {i}.")
+    } else {
+        format!(
+            "First sentence of answer {i}. {}",
+            "Then a lot more detail follows here. ".repeat(6)
+        )
+    };
+    vec![
+        pb::NewTurn {
+            role: pb::Role::User as i32,
+            speaker: "user:1".into(),
+            content: question,
+            ..Default::default()
+        },
+        pb::NewTurn {
+            role: pb::Role::Assistant as i32,
+            speaker: "agent".into(),
+            content: answer,
+            ..Default::default()
+        },
+    ]
+}
+
+async fn qa_session(c: &mut Client, id: &str, pairs: usize) {
+    c.create_session(pb::CreateSessionRequest {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        // No automatic summary: every turn stays unsummarized.
+        settings: Some(pb::SessionSettings {
+            summary_every_turns: 10_000,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..pairs {
+        c.append_turns(append_req("ns", id, qa_pair(i)))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_question_answer_pairs_are_shortened_after_the_last_eight() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+
+    // Eight interactions or fewer: nothing is shortened.
+    qa_session(&mut c, "eight", 8).await;
+    let b = bundle(&mut c, "eight", 100_000, pb::Encoding::Unspecified)
+        .await
+        .unwrap();
+    assert_eq!(b.recent_turns.len(), 16);
+    assert!(b.earlier_turns.is_empty());
+    assert!(!b.rendered_text.contains("Earlier conversation summary:"));
+    assert!(b.manifest.unwrap().complete);
+    assert!(!b.rendered_text.contains("Note: to fit"));
+
+    // Twenty: the last eight pairs whole, the twelve before shortened.
+    qa_session(&mut c, "twenty", 20).await;
+    let b = bundle(&mut c, "twenty", 100_000, pb::Encoding::Unspecified)
+        .await
+        .unwrap();
+    let recent: Vec<u64> = b.recent_turns.iter().map(|t| t.seq).collect();
+    assert_eq!(recent, (25..=40).collect::<Vec<_>>());
+    let earlier: Vec<u64> = b.earlier_turns.iter().map(|t| t.seq).collect();
+    assert_eq!(earlier, (1..=24).collect::<Vec<_>>());
+    let text = &b.rendered_text;
+    assert!(text.contains("Earlier conversation summary:"));
+    assert!(text.contains("Note: to fit"), "shortening is announced");
+    let original = qa_pair(0);
+    let q = &b.earlier_turns[0];
+    let expected: String = original[0].content.chars().take(150).collect();
+    assert_eq!(q.text, format!("{expected}..."));
+    assert!(q.shortened);
+    // A short answer stays whole; a long one keeps its first sentence.
+    assert_eq!(b.earlier_turns[1].text, "Short answer 0.");
+    assert!(!b.earlier_turns[1].shortened);
+    assert_eq!(b.earlier_turns[3].text, "First sentence of answer 1.");
+    assert!(b.earlier_turns[3].shortened);
+    assert!(text.contains("First sentence of answer 1."));
+    assert!(!text.contains("First sentence of answer 1. Then"));
+    // The recent pairs are verbatim in the text.
+    for t in &b.recent_turns {
+        assert!(text.contains(&t.content));
+    }
+    assert_no_gap(&b);
+
+    // recent_interactions widens the verbatim window.
+    let b = c
+        .get_context_bundle(pb::GetContextBundleRequest {
+            namespace: "ns".into(),
+            session_id: "twenty".into(),
+            budget_tokens: 100_000,
+            recent_interactions: 12,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .bundle
+        .unwrap();
+    assert_eq!(b.recent_turns.len(), 24);
+    assert_eq!(b.earlier_turns.len(), 16);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_budget_keeps_the_newest_turns_and_lists_the_rest() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    qa_session(&mut c, "qa", 60).await;
+    let b = bundle(&mut c, "qa", 300, pb::Encoding::Unspecified)
+        .await
+        .unwrap();
+    assert!(b.token_count <= 300);
+    assert!(b.rendered_text.contains("Note: to fit 300 tokens"));
+    let m = b.manifest.clone().unwrap();
+    assert!(!m.complete);
+    // The newest turn is kept whole.
+    assert_eq!(b.recent_turns.last().map(|t| t.seq), Some(120));
+    let recent = m
+        .sections
+        .iter()
+        .find(|e| e.section == pb::BundleSection::RecentTurns as i32)
+        .expect("recent section");
+    assert!(recent.omitted > 0 || recent.shortened > 0);
+    let earlier = m
+        .sections
+        .iter()
+        .find(|e| e.section == pb::BundleSection::EarlierTurns as i32)
+        .expect("earlier section");
+    assert!(earlier.omitted > 0);
+    assert_no_gap(&b);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_is_never_stale_and_uses_the_summary() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_session(&mut c, "ns", "s").await;
+    let turns = vec![
+        pb::NewTurn {
+            role: pb::Role::User as i32,
+            speaker: "customer".into(),
+            content:
+                "I was charged twice for order ORD-1234, $49.99 each time. Can you refund one?"
+                    .into(),
+            ..Default::default()
+        },
+        pb::NewTurn {
+            role: pb::Role::Assistant as i32,
+            speaker: "agent-a".into(),
+            content: "I will refund $49.99 for ORD-1234 by Friday.".into(),
+            ..Default::default()
+        },
+    ];
+    c.append_turns(append_req("ns", "s", turns)).await.unwrap();
+    c.summarize(pb::SummarizeRequest {
+        namespace: "ns".into(),
+        session_id: "s".into(),
+        wait: true,
+    })
+    .await
+    .unwrap();
+    c.append_turns(append_req(
+        "ns",
+        "s",
+        vec![user_turn("Also, is my address still 1 Main St?")],
+    ))
+    .await
+    .unwrap();
+    let b = bundle(&mut c, "s", 4000, pb::Encoding::Unspecified)
+        .await
+        .unwrap();
+    assert_eq!(b.as_of_seq, 3);
+    let m = b.manifest.clone().unwrap();
+    assert_eq!(m.summary_version, 1);
+    assert_eq!(
+        m.summarized,
+        Some(pb::SeqRange {
+            first_seq: 1,
+            last_seq: 2
+        })
+    );
+    assert!(b
+        .pending_actions
+        .iter()
+        .any(|a| a.action.contains("ORD-1234") && a.action.contains("$49.99")));
+    assert!(b.rendered_text.contains("## Pending actions"));
+    // The turn after the summary is there, verbatim.
+    assert!(b
+        .recent_turns
+        .iter()
+        .any(|t| t.seq == 3 && t.content.contains("1 Main St")));
+    assert!(b.rendered_text.contains("1 Main St"));
+    assert_no_gap(&b);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_bundle_requests_get_clear_errors() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_session(&mut c, "ns", "s").await;
+    let err = bundle(&mut c, "nope", 1000, pb::Encoding::Unspecified)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    for budget in [0, 255, 1_000_001] {
+        let err = bundle(&mut c, "s", budget, pb::Encoding::Unspecified)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{budget}");
+        assert!(
+            err.message().contains("256") && err.message().contains("1000000"),
+            "{}",
+            err.message()
+        );
+    }
+    let err = c
+        .get_context_bundle(pb::GetContextBundleRequest {
+            namespace: "ns".into(),
+            session_id: "s".into(),
+            budget_tokens: 1000,
+            recent_interactions: 5000,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = c
+        .get_context_bundle(pb::GetContextBundleRequest {
+            namespace: "ns".into(),
+            session_id: "s".into(),
+            budget_tokens: 1000,
+            encoding: 99,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    // An empty session still gets a (tiny) bundle.
+    let b = bundle(&mut c, "s", 256, pb::Encoding::Unspecified)
+        .await
+        .unwrap();
+    assert_eq!(b.as_of_seq, 0);
+    assert!(b.rendered_text.starts_with("# Context bundle: session s"));
+    assert!(b.manifest.unwrap().complete);
+    server.stop().await;
+}

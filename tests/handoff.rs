@@ -1,0 +1,638 @@
+//! Multi-agent work over gRPC: handoff with lease fencing (stale writers,
+//! concurrent handoffs, chains), idle timeouts driven by stored time (also
+//! across a restart), WatchSession (replay, live order, several watchers,
+//! lag, limits, deletion), and the whole support-case story end to end.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mnemo::pb;
+use mnemo::pb::memory_service_client::MemoryServiceClient;
+use tonic::transport::Channel;
+use tonic::Code;
+
+type Client = MemoryServiceClient<Channel>;
+
+fn turn(role: pb::Role, speaker: &str, content: &str) -> pb::NewTurn {
+    pb::NewTurn {
+        role: role as i32,
+        speaker: speaker.into(),
+        content: content.into(),
+        ..Default::default()
+    }
+}
+
+async fn create_owned(c: &mut Client, id: &str, owner: &str, idle_secs: u32) -> pb::Session {
+    c.create_session(pb::CreateSessionRequest {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        subject_id: "customer:jane".into(),
+        owner_agent: owner.into(),
+        settings: Some(pb::SessionSettings {
+            idle_timeout_seconds: idle_secs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .session
+    .unwrap()
+}
+
+async fn append_as(
+    c: &mut Client,
+    id: &str,
+    epoch: u64,
+    t: pb::NewTurn,
+) -> Result<pb::AppendTurnsResponse, tonic::Status> {
+    c.append_turns(pb::AppendTurnsRequest {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        turns: vec![t],
+        lease_epoch: epoch,
+        ..Default::default()
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
+async fn handoff(
+    c: &mut Client,
+    id: &str,
+    from: &str,
+    to: &str,
+    epoch: u64,
+) -> Result<pb::HandoffResponse, tonic::Status> {
+    c.handoff(pb::HandoffRequest {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        from_agent: from.into(),
+        to_agent: to.into(),
+        reason: "shift change".into(),
+        lease_epoch: epoch,
+        budget_tokens: 4000,
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
+/// Waits (bounded) until the session reaches `state`.
+async fn wait_state(c: &mut Client, id: &str, state: pb::SessionState) -> pb::Session {
+    for _ in 0..200 {
+        let s = get_session(c, "ns", id).await.unwrap();
+        if s.state == state as i32 {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("session {id} never reached {state:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_moves_ownership_and_fences_the_old_owner() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let s = create_owned(&mut c, "h", "agent-a", 0).await;
+    assert_eq!((s.owner_agent.as_str(), s.lease_epoch), ("agent-a", 1));
+    append_as(
+        &mut c,
+        "h",
+        1,
+        turn(
+            pb::Role::User,
+            "customer",
+            "Hello, I need help with ORD-77.",
+        ),
+    )
+    .await
+    .unwrap();
+
+    let h = handoff(&mut c, "h", "agent-a", "agent-b", 1).await.unwrap();
+    assert_eq!(h.lease_epoch, 2);
+    let session = h.session.unwrap();
+    assert_eq!(
+        (session.owner_agent.as_str(), session.lease_epoch),
+        ("agent-b", 2)
+    );
+    assert_eq!(h.event_seq, 2);
+    let summary = h.summary.expect("handoff summary");
+    assert_eq!(summary.trigger, pb::SummaryTrigger::Handoff as i32);
+    assert_eq!(summary.covers_through_seq, 2, "covers every turn");
+    let bundle = h.bundle.unwrap();
+    assert_eq!(bundle.owner_agent, "agent-b");
+    assert!(bundle.rendered_text.contains("Prepared for agent agent-b."));
+    let event = all_turns(&mut c, "ns", "h").await.pop().unwrap();
+    assert_eq!(event.role, pb::Role::System as i32);
+    assert!(event.content.contains("agent-a") && event.content.contains("agent-b"));
+    assert!(event.content.contains("shift change"));
+
+    // The old owner is fenced, and told who owns the session now.
+    let err = append_as(
+        &mut c,
+        "h",
+        1,
+        turn(pb::Role::Assistant, "agent-a", "late reply"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("agent-b"), "{}", err.message());
+    // A stale handoff is rejected the same way.
+    let err = handoff(&mut c, "h", "agent-a", "agent-c", 1)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    // An epoch from the future too.
+    let err = append_as(&mut c, "h", 9, turn(pb::Role::Assistant, "x", "y"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    // Only the owner hands off.
+    let err = handoff(&mut c, "h", "agent-a", "agent-c", 2)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("agent-b"));
+    // The new owner writes with its epoch; unfenced appends stay allowed.
+    append_as(
+        &mut c,
+        "h",
+        2,
+        turn(pb::Role::Assistant, "agent-b", "Hi, I am taking over."),
+    )
+    .await
+    .unwrap();
+    append_as(&mut c, "h", 0, turn(pb::Role::User, "customer", "Thanks."))
+        .await
+        .unwrap();
+    let turns = all_turns(&mut c, "ns", "h").await;
+    assert_eq!(turns.len(), 4);
+    assert!(!turns.iter().any(|t| t.content == "late reply"));
+
+    // Bad requests.
+    for (from, to, epoch) in [
+        ("", "b", 2),
+        ("agent-b", "", 2),
+        ("agent-b", "agent-b", 2),
+        ("agent-b", "c", 0),
+    ] {
+        let err = handoff(&mut c, "h", from, to, epoch).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{from} {to} {epoch}");
+    }
+    let err = handoff(&mut c, "missing", "a", "b", 1).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    // Client turns cannot pose as server events.
+    let mut forged = turn(pb::Role::System, "x", "Handoff from a to b");
+    forged
+        .metadata
+        .insert("mnemo.event".into(), "handoff".into());
+    let err = append_as(&mut c, "h", 0, forged).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    // A closed session cannot be handed off.
+    c.close_session(pb::CloseSessionRequest {
+        namespace: "ns".into(),
+        session_id: "h".into(),
+    })
+    .await
+    .unwrap();
+    let err = handoff(&mut c, "h", "agent-b", "agent-c", 2)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_concurrent_handoffs_exactly_one_wins() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_owned(&mut c, "race", "agent-a", 0).await;
+    append_as(
+        &mut c,
+        "race",
+        1,
+        turn(pb::Role::User, "customer", "Help me please."),
+    )
+    .await
+    .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let mut c = server.client().await;
+        tasks.push(tokio::spawn(async move {
+            handoff(&mut c, "race", "agent-a", &format!("agent-{i}"), 1).await
+        }));
+    }
+    let mut winners = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(h) => winners.push(h.session.unwrap().owner_agent),
+            Err(e) => assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let s = get_session(&mut c, "ns", "race").await.unwrap();
+    assert_eq!(s.owner_agent, winners[0]);
+    assert_eq!(s.lease_epoch, 2);
+    // One handoff event turn, not eight.
+    assert_eq!(all_turns(&mut c, "ns", "race").await.len(), 2);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_handoffs_keeps_what_the_first_agent_decided() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_owned(&mut c, "chain", "agent-a", 0).await;
+    for t in [
+        turn(
+            pb::Role::User,
+            "customer",
+            "My invoice INV-5521 is wrong, it says $120.00 instead of $100.00.",
+        ),
+        turn(
+            pb::Role::Assistant,
+            "agent-a",
+            "We decided to reissue invoice INV-5521 because the discount was not applied.",
+        ),
+        turn(
+            pb::Role::Assistant,
+            "agent-a",
+            "I will send the corrected invoice INV-5521 by 2026-12-10.",
+        ),
+        turn(
+            pb::Role::User,
+            "customer",
+            "Why was the discount missing in the first place?",
+        ),
+    ] {
+        append_as(&mut c, "chain", 1, t).await.unwrap();
+    }
+    handoff(&mut c, "chain", "agent-a", "agent-b", 1)
+        .await
+        .unwrap();
+    append_as(
+        &mut c,
+        "chain",
+        2,
+        turn(pb::Role::Assistant, "agent-b", "Looking into it."),
+    )
+    .await
+    .unwrap();
+    let h = handoff(&mut c, "chain", "agent-b", "agent-c", 2)
+        .await
+        .unwrap();
+    assert_eq!(h.lease_epoch, 3);
+    let b = h.bundle.unwrap();
+    assert!(
+        b.decisions
+            .iter()
+            .any(|d| d.decision.contains("reissue invoice INV-5521")),
+        "{:?}",
+        b.decisions
+    );
+    assert!(
+        b.pending_actions
+            .iter()
+            .any(|a| a.action.contains("INV-5521") && a.deadline == "2026-12-10"),
+        "{:?}",
+        b.pending_actions
+    );
+    assert!(
+        b.open_questions
+            .iter()
+            .any(|q| q.question.contains("Why was the discount missing")),
+        "{}",
+        b.rendered_text
+    );
+    // Both handoffs are in the transcript, and neither became an item.
+    assert!(b.rendered_text.contains("Handoff from agent-a to agent-b"));
+    assert!(!b
+        .pending_actions
+        .iter()
+        .any(|a| a.action.contains("Handoff")));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_summarized_and_wakes_on_append() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_owned(&mut c, "idle", "agent-a", 1).await;
+    append_as(
+        &mut c,
+        "idle",
+        0,
+        turn(
+            pb::Role::User,
+            "customer",
+            "Please refund order ORD-3 ($5.00).",
+        ),
+    )
+    .await
+    .unwrap();
+    let s = wait_state(&mut c, "idle", pb::SessionState::Idle).await;
+    assert_eq!(s.turn_count, 1);
+    // The IDLE_TIMEOUT summary is written in the background.
+    let mut summary = None;
+    for _ in 0..100 {
+        if let Ok(r) = c
+            .get_summary(pb::GetSummaryRequest {
+                namespace: "ns".into(),
+                session_id: "idle".into(),
+                ..Default::default()
+            })
+            .await
+        {
+            summary = r.into_inner().summary;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let summary = summary.expect("idle summary");
+    assert_eq!(summary.trigger, pb::SummaryTrigger::IdleTimeout as i32);
+    // A bundle of an idle session rehydrates it.
+    let b = c
+        .get_context_bundle(pb::GetContextBundleRequest {
+            namespace: "ns".into(),
+            session_id: "idle".into(),
+            budget_tokens: 2000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .bundle
+        .unwrap();
+    assert_eq!(b.state, pb::SessionState::Idle as i32);
+    assert!(b.rendered_text.contains("state IDLE"));
+    assert!(b.rendered_text.contains("ORD-3"));
+    // An append wakes it.
+    append_as(
+        &mut c,
+        "idle",
+        0,
+        turn(pb::Role::User, "customer", "Any news?"),
+    )
+    .await
+    .unwrap();
+    let s = get_session(&mut c, "ns", "idle").await.unwrap();
+    assert_eq!(s.state, pb::SessionState::Active as i32);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_that_passed_while_the_daemon_was_down_still_idles() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_owned(&mut c, "down", "agent-a", 2).await;
+    append_as(
+        &mut c,
+        "down",
+        0,
+        turn(pb::Role::User, "customer", "Where is my parcel PKG-88?"),
+    )
+    .await
+    .unwrap();
+    let dir = server.data_dir.clone();
+    let tmp = server.stop().await;
+    // The deadline passes with no daemon running.
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    let server = TestServer::start_with(config_for(&dir)).await;
+    let mut c = server.client().await;
+    let s = wait_state(&mut c, "down", pb::SessionState::Idle).await;
+    assert_eq!(s.turn_count, 1);
+    let mut version = 0;
+    for _ in 0..100 {
+        version = get_session(&mut c, "ns", "down")
+            .await
+            .unwrap()
+            .summary_version;
+        if version > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(version, 1, "the idle summary was written after the restart");
+    server.stop().await;
+    drop(tmp);
+}
+
+/// Reads events until `n` arrived.
+async fn take(
+    stream: &mut tonic::Streaming<pb::WatchSessionResponse>,
+    n: usize,
+) -> Vec<pb::watch_session_response::Event> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let ev = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("event in time")
+            .expect("stream ok")
+            .expect("stream open");
+        out.push(ev.event.expect("event set"));
+    }
+    out
+}
+
+async fn watch(c: &mut Client, id: &str, from: u64) -> tonic::Streaming<pb::WatchSessionResponse> {
+    c.watch_session(pb::WatchSessionRequest {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        from_seq: from,
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+fn seqs(events: &[pb::watch_session_response::Event]) -> Vec<u64> {
+    use pb::watch_session_response::Event;
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Turn(t) => Some(t.seq),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_replay_then_follow_every_event_in_order() {
+    use pb::watch_session_response::Event;
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    c.create_session(pb::CreateSessionRequest {
+        namespace: "ns".into(),
+        session_id: "w".into(),
+        owner_agent: "agent-a".into(),
+        settings: Some(pb::SessionSettings {
+            summary_every_turns: 10_000,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 1..=5 {
+        append_as(
+            &mut c,
+            "w",
+            0,
+            turn(pb::Role::User, "u", &format!("turn {i}")),
+        )
+        .await
+        .unwrap();
+    }
+    c.summarize(pb::SummarizeRequest {
+        namespace: "ns".into(),
+        session_id: "w".into(),
+        wait: true,
+    })
+    .await
+    .unwrap();
+    // Replay from 3: turns 3..5, then the summary covering 1..5.
+    let mut w1 = watch(&mut c, "w", 3).await;
+    let mut w2 = watch(&mut c, "w", 1).await;
+    let ev = take(&mut w1, 4).await;
+    assert_eq!(seqs(&ev), vec![3, 4, 5]);
+    assert!(
+        matches!(&ev[3], Event::SummaryWritten(s) if s.version == 1 && s.covers_through_seq == 5)
+    );
+    let ev = take(&mut w2, 6).await;
+    assert_eq!(seqs(&ev), vec![1, 2, 3, 4, 5]);
+    // Live: concurrent appends, a handoff and a close arrive in order.
+    let mut live = watch(&mut c, "w", 0).await;
+    let mut tasks = Vec::new();
+    for k in 0..4 {
+        let mut c = server.client().await;
+        tasks.push(tokio::spawn(async move {
+            for i in 0..10 {
+                append_as(
+                    &mut c,
+                    "w",
+                    0,
+                    turn(pb::Role::User, "u", &format!("live {k}-{i}")),
+                )
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    handoff(&mut c, "w", "agent-a", "agent-b", 1).await.unwrap();
+    c.close_session(pb::CloseSessionRequest {
+        namespace: "ns".into(),
+        session_id: "w".into(),
+    })
+    .await
+    .unwrap();
+    for stream in [&mut w1, &mut w2, &mut live] {
+        // 40 turns, the handoff turn, its handoff event, its summary, the
+        // state change.
+        let ev = take(stream, 44).await;
+        assert_eq!(seqs(&ev), (6..=46).collect::<Vec<_>>());
+        let kinds: Vec<&str> = ev[40..]
+            .iter()
+            .map(|e| match e {
+                Event::Turn(_) => "turn",
+                Event::Handoff(_) => "handoff",
+                Event::SummaryWritten(_) => "summary",
+                Event::StateChanged(_) => "state",
+            })
+            .collect();
+        assert_eq!(kinds, ["turn", "handoff", "summary", "state"]);
+        assert!(
+            matches!(&ev[41], Event::Handoff(h) if h.to_agent == "agent-b" && h.lease_epoch == 2 && h.seq == 46)
+        );
+        assert!(
+            matches!(&ev[43], Event::StateChanged(s) if s.state == pb::SessionState::Closed as i32 && s.at_seq == 46)
+        );
+    }
+    // Deleting the session ends the streams with NOT_FOUND.
+    c.delete_session(pb::DeleteSessionRequest {
+        namespace: "ns".into(),
+        session_id: "w".into(),
+    })
+    .await
+    .unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(10), live.message())
+        .await
+        .unwrap();
+    assert_eq!(end.unwrap_err().code(), Code::NotFound);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_that_falls_behind_is_told_where_to_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = config_for(&tmp.path().join("data"));
+    config.limits.watch_buffer = 4;
+    config.limits.max_watches_per_namespace = 2;
+    let server = TestServer::start_with(config).await;
+    let mut c = server.client().await;
+    create_session(&mut c, "ns", "lag").await;
+    // The slow watcher's own connection, with small HTTP/2 windows so
+    // what it does not read backs up into the daemon quickly.
+    let channel = tonic::transport::Endpoint::from_shared(server.url())
+        .unwrap()
+        .initial_stream_window_size(Some(16 * 1024))
+        .initial_connection_window_size(Some(16 * 1024))
+        .connect()
+        .await
+        .unwrap();
+    let mut slow_client = MemoryServiceClient::new(channel).max_decoding_message_size(64 << 20);
+    let mut slow = watch(&mut slow_client, "lag", 1).await;
+    let _other = watch(&mut c, "lag", 0).await;
+    // The namespace's cap on open watches.
+    let err = c
+        .watch_session(pb::WatchSessionRequest {
+            namespace: "ns".into(),
+            session_id: "lag".into(),
+            from_seq: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    // Enough large turns to fill the stream's buffers, without reading.
+    let big = "x".repeat(64 * 1024);
+    for _ in 0..64 {
+        c.append_turns(append_req("ns", "lag", vec![user_turn(&big)]))
+            .await
+            .unwrap();
+    }
+    let mut received = 0u64;
+    let status = loop {
+        match tokio::time::timeout(Duration::from_secs(10), slow.message())
+            .await
+            .expect("stream answers")
+        {
+            Ok(Some(_)) => received += 1,
+            Ok(None) => panic!("stream ended without an error"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    let resume: u64 = status
+        .metadata()
+        .get("mnemo-resume-from-seq")
+        .expect("resume trailer")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(resume, received + 1, "{}", status.message());
+    assert!(status.message().contains(&format!("from_seq={resume}")));
+    assert!(resume <= 64);
+    // Resuming from there delivers the rest, nothing lost.
+    drop(slow);
+    let mut again = watch(&mut c, "lag", resume).await;
+    let ev = take(&mut again, (64 - resume + 1) as usize).await;
+    assert_eq!(seqs(&ev), (resume..=64).collect::<Vec<_>>());
+    server.stop().await;
+}
