@@ -15,7 +15,12 @@
 //! - `summaries`: time to fold 10 new turns into the stored summary of a
 //!   session of 100, 1,000, 10,000 and 50,000 turns, next to a from-scratch fold.
 //!
-//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|all]` (default
+//! - `bundles`: `GetContextBundle` (budget 8,000 tokens) through the real
+//!   daemon for sessions of 100, 10,000 and 100,000 turns (summarized, plus
+//!   a short unsummarized tail); its cost must not grow with the session.
+//!   Also the tokens of the whole transcript against the bundle's.
+//!
+//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|bundles|all]` (default
 //! `all`). Prints Markdown tables and writes every figure to
 //! `target/bench/mnemo_bench.json`. This measures, it does not test: nothing
 //! asserts on timing. Every loop stops at a count or a time limit, whichever
@@ -30,7 +35,7 @@ fn main() {
     let which = match Which::from_args() {
         Ok(w) => w,
         Err(arg) => {
-            eprintln!("unknown benchmark {arg:?}: use append, tokens or all");
+            eprintln!("unknown benchmark {arg:?}: use append, tokens, summaries, bundles or all");
             std::process::exit(2);
         }
     };
@@ -51,6 +56,11 @@ fn main() {
         report.print();
         figures.insert("summaries".into(), to_json(&report));
     }
+    if which == Which::Bundles || which == Which::All {
+        let report = bundles::run();
+        report.print();
+        figures.insert("bundles".into(), to_json(&report));
+    }
     write_json(&serde_json::Value::Object(figures));
 }
 
@@ -60,6 +70,7 @@ enum Which {
     Append,
     Tokens,
     Summaries,
+    Bundles,
     All,
 }
 
@@ -76,6 +87,7 @@ impl Which {
             Some("append") => Ok(Which::Append),
             Some("tokens") => Ok(Which::Tokens),
             Some("summaries") => Ok(Which::Summaries),
+            Some("bundles") => Ok(Which::Bundles),
             Some(other) => Err(other.to_owned()),
         }
     }
@@ -577,15 +589,15 @@ mod append {
     }
 
     /// The real daemon serving on 127.0.0.1:0 from a fresh data dir.
-    struct RunningDaemon {
-        addr: SocketAddr,
+    pub struct RunningDaemon {
+        pub addr: SocketAddr,
         stats: Arc<Stats>,
         stop: oneshot::Sender<()>,
         task: JoinHandle<mnemo::Result<()>>,
     }
 
     impl RunningDaemon {
-        async fn start(data_dir: PathBuf) -> RunningDaemon {
+        pub async fn start(data_dir: PathBuf) -> RunningDaemon {
             let config = Config {
                 data_dir,
                 ..Config::default()
@@ -621,7 +633,7 @@ mod append {
             )
         }
 
-        async fn stop(self) {
+        pub async fn stop(self) {
             // The receiver lives in the serve task until shutdown.
             let _ = self.stop.send(());
             self.task
@@ -941,7 +953,7 @@ mod summaries {
         "The refund for ORD-{n} has been processed.",
     ];
 
-    fn turn(i: u64) -> NewTurn {
+    pub fn turn(i: u64) -> NewTurn {
         let tool_call = (i % 10 == 2).then(|| ToolCall {
             tool_name: "lookup_order".into(),
             arguments_json: format!(r#"{{"order_id": "ORD-{i}"}}"#),
@@ -1084,6 +1096,214 @@ mod summaries {
             println!(
                 "+10 turns p50 at 50,000 turns / at 1,000 turns: {:.2}",
                 self.fold_10_p50_ratio_50000_vs_1000
+            );
+        }
+    }
+}
+
+/// Context bundles through the real daemon: latency of `GetContextBundle`
+/// (budget 8,000) for sessions of 100, 10,000 and 100,000 turns. Each
+/// session is summarized (as the background worker keeps it) and then gets
+/// a short unsummarized tail, the steady state an agent meets.
+mod bundles {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use hdrhistogram::Histogram;
+    use mnemo::pb;
+    use mnemo::pb::memory_service_client::MemoryServiceClient;
+    use serde::Serialize;
+    use tonic::transport::Channel;
+
+    use super::append::RunningDaemon;
+
+    const BUDGET: u32 = 8_000;
+    const SIZES: [u64; 3] = [100, 10_000, 100_000];
+    const MAX_REQUESTS: u64 = 300;
+    const MAX_TIME: Duration = Duration::from_secs(15);
+
+    /// One session size.
+    #[derive(Serialize)]
+    pub struct Case {
+        turns: u64,
+        p50_us: u64,
+        p99_us: u64,
+        requests: u64,
+        transcript_tokens: u64,
+        bundle_tokens: u32,
+        transcript_to_bundle_ratio: f64,
+        setup_seconds: f64,
+    }
+
+    /// All figures.
+    #[derive(Serialize)]
+    pub struct Report {
+        budget_tokens: u32,
+        cases: Vec<Case>,
+        p99_ratio_100000_vs_100: f64,
+        p50_ratio_100000_vs_100: f64,
+    }
+
+    pub fn run() -> Report {
+        let scratch = tempfile::tempdir().expect("temp dir");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("cannot build the tokio runtime");
+        let cases = runtime.block_on(cases(&scratch.path().join("daemon")));
+        let p = |turns: u64, p99: bool| {
+            cases.iter().find(|c| c.turns == turns).map_or(1, |c| {
+                if p99 {
+                    c.p99_us.max(1)
+                } else {
+                    c.p50_us.max(1)
+                }
+            }) as f64
+        };
+        Report {
+            budget_tokens: BUDGET,
+            p99_ratio_100000_vs_100: p(100_000, true) / p(100, true),
+            p50_ratio_100000_vs_100: p(100_000, false) / p(100, false),
+            cases,
+        }
+    }
+
+    fn pb_turn(i: u64) -> pb::NewTurn {
+        let t = super::summaries::turn(i);
+        pb::NewTurn {
+            role: match t.role {
+                mnemo::memory::types::Role::User => pb::Role::User,
+                _ => pb::Role::Assistant,
+            } as i32,
+            speaker: t.speaker,
+            content: t.content,
+            tool_call: t.tool_call.map(|c| pb::ToolCall {
+                tool_name: c.tool_name,
+                arguments_json: c.arguments_json,
+                result: c.result,
+                status: pb::ToolCallStatus::Success as i32,
+                error_details: String::new(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    async fn append(c: &mut MemoryServiceClient<Channel>, id: &str, from: u64, n: u64) {
+        c.append_turns(pb::AppendTurnsRequest {
+            namespace: "bench".into(),
+            session_id: id.into(),
+            turns: (from..from + n).map(pb_turn).collect(),
+            ..Default::default()
+        })
+        .await
+        .expect("append");
+    }
+
+    async fn cases(dir: &Path) -> Vec<Case> {
+        let daemon = RunningDaemon::start(dir.to_path_buf()).await;
+        let channel = Channel::from_shared(format!("http://{}", daemon.addr))
+            .expect("valid url")
+            .connect()
+            .await
+            .expect("connect");
+        let mut c = MemoryServiceClient::new(channel).max_decoding_message_size(64 << 20);
+        let mut out = Vec::new();
+        for size in SIZES {
+            let setup = Instant::now();
+            let id = format!("b{size}");
+            c.create_session(pb::CreateSessionRequest {
+                namespace: "bench".into(),
+                session_id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("create");
+            let mut next = 0;
+            while next < size {
+                let n = (size - next).min(256);
+                append(&mut c, &id, next, n).await;
+                next += n;
+            }
+            c.summarize(pb::SummarizeRequest {
+                namespace: "bench".into(),
+                session_id: id.clone(),
+                wait: true,
+            })
+            .await
+            .expect("summarize");
+            append(&mut c, &id, next, 5).await;
+            let setup_seconds = setup.elapsed().as_secs_f64();
+            let request = pb::GetContextBundleRequest {
+                namespace: "bench".into(),
+                session_id: id.clone(),
+                budget_tokens: BUDGET,
+                ..Default::default()
+            };
+            let mut h = Histogram::<u64>::new(3).expect("histogram");
+            let mut last = None;
+            for _ in 0..5 {
+                c.get_context_bundle(request.clone()).await.expect("bundle");
+            }
+            let deadline = Instant::now() + MAX_TIME;
+            while h.len() < MAX_REQUESTS && Instant::now() < deadline {
+                let start = Instant::now();
+                let b = c.get_context_bundle(request.clone()).await.expect("bundle");
+                h.record(start.elapsed().as_micros() as u64)
+                    .expect("in range");
+                last = b.into_inner().bundle;
+            }
+            let bundle = last.expect("at least one bundle");
+            let session = c
+                .get_session(pb::GetSessionRequest {
+                    namespace: "bench".into(),
+                    session_id: id.clone(),
+                })
+                .await
+                .expect("session")
+                .into_inner()
+                .session
+                .expect("session");
+            out.push(Case {
+                turns: size,
+                p50_us: h.value_at_quantile(0.5),
+                p99_us: h.value_at_quantile(0.99),
+                requests: h.len(),
+                transcript_tokens: session.total_tokens,
+                bundle_tokens: bundle.token_count,
+                transcript_to_bundle_ratio: super::ratio(
+                    session.total_tokens as f64,
+                    f64::from(bundle.token_count),
+                ),
+                setup_seconds,
+            });
+        }
+        daemon.stop().await;
+        out
+    }
+
+    impl Report {
+        pub fn print(&self) {
+            println!(
+                "\n## bundles: GetContextBundle, budget {} tokens (real daemon, gRPC on 127.0.0.1)\n",
+                self.budget_tokens
+            );
+            println!("| session turns | p50 (µs) | p99 (µs) | requests | transcript tokens | bundle tokens | transcript / bundle |");
+            println!("|---:|---:|---:|---:|---:|---:|---:|");
+            for c in &self.cases {
+                println!(
+                    "| {} | {} | {} | {} | {} | {} | {:.1} |",
+                    c.turns,
+                    c.p50_us,
+                    c.p99_us,
+                    c.requests,
+                    c.transcript_tokens,
+                    c.bundle_tokens,
+                    c.transcript_to_bundle_ratio
+                );
+            }
+            println!(
+                "\np99 at 100,000 turns / at 100 turns: {:.2} (target ≤ 2); p50: {:.2}",
+                self.p99_ratio_100000_vs_100, self.p50_ratio_100000_vs_100
             );
         }
     }

@@ -636,3 +636,171 @@ async fn a_watcher_that_falls_behind_is_told_where_to_resume() {
     assert_eq!(seqs(&ev), (resume..=64).collect::<Vec<_>>());
     server.stop().await;
 }
+
+/// The support case: agent A works it for 30 turns (summaries written in
+/// the background), hands off to B; A's late append is fenced; B's bundle
+/// alone holds the pending refund (order id and amount verbatim) and the
+/// open question; the session idles, the daemon restarts, and a new bundle
+/// rehydrates it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_support_case_story_end_to_end() {
+    use pb::Role::{Assistant, Tool, User};
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_owned(&mut c, "case-1001", "agent-a", 2).await;
+    let mut script: Vec<pb::NewTurn> = vec![
+        turn(
+            User,
+            "maria",
+            "Hi, I was charged twice for order ORD-55123. Each charge was $129.99.",
+        ),
+        turn(
+            Assistant,
+            "agent-a",
+            "Sorry to hear that. Let me look up order ORD-55123.",
+        ),
+        pb::NewTurn {
+            role: Tool as i32,
+            speaker: "billing".into(),
+            tool_call: Some(pb::ToolCall {
+                tool_name: "lookup_order".into(),
+                arguments_json: r#"{"order_id": "ORD-55123"}"#.into(),
+                result: "ORD-55123: two captures of $129.99 on 2026-11-30".into(),
+                status: pb::ToolCallStatus::Success as i32,
+                error_details: String::new(),
+            }),
+            ..Default::default()
+        },
+        turn(
+            Assistant,
+            "agent-a",
+            "I can see two captures of $129.99 on 2026-11-30. One of them is a duplicate.",
+        ),
+        turn(User, "maria", "Can you refund the duplicate?"),
+        turn(
+            Assistant,
+            "agent-a",
+            "Yes. We decided to refund the duplicate capture because it was a gateway retry.",
+        ),
+    ];
+    for i in 0..22 {
+        script.push(turn(
+            if i % 2 == 0 { User } else { Assistant },
+            if i % 2 == 0 { "maria" } else { "agent-a" },
+            &format!("Chatting about the delivery window, message {i}."),
+        ));
+    }
+    script.push(turn(
+        Assistant,
+        "agent-a",
+        "I will issue the refund of $129.99 for order ORD-55123 by 2026-12-05.",
+    ));
+    script.push(turn(
+        User,
+        "maria",
+        "Thanks. Will the refund go back to the Visa card ending in 4242?",
+    ));
+    assert_eq!(script.len(), 30);
+    for t in script {
+        append_as(&mut c, "case-1001", 1, t).await.unwrap();
+    }
+    // Summaries were written in the background while A worked.
+    let mut version = 0;
+    for _ in 0..200 {
+        version = get_session(&mut c, "ns", "case-1001")
+            .await
+            .unwrap()
+            .summary_version;
+        if version >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(version >= 2, "background summaries: {version}");
+
+    let h = handoff(&mut c, "case-1001", "agent-a", "agent-b", 1)
+        .await
+        .unwrap();
+    assert_eq!(h.lease_epoch, 2);
+    // A's late append is fenced.
+    let err = append_as(
+        &mut c,
+        "case-1001",
+        1,
+        turn(Assistant, "agent-a", "One more thing..."),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("agent-b"));
+
+    let check = |b: &pb::ContextBundle| {
+        let refund = b
+            .pending_actions
+            .iter()
+            .find(|a| a.action.contains("refund") && a.action.contains("ORD-55123"))
+            .unwrap_or_else(|| panic!("no pending refund in\n{}", b.rendered_text));
+        assert!(refund.action.contains("$129.99"), "{}", b.rendered_text);
+        assert_eq!(refund.deadline, "2026-12-05");
+        assert!(
+            b.open_questions
+                .iter()
+                .any(|q| q.question.contains("Visa card ending in 4242")),
+            "{}",
+            b.rendered_text
+        );
+        // The text alone is enough for the next agent.
+        for needle in [
+            "ORD-55123",
+            "$129.99",
+            "2026-12-05",
+            "Visa card ending in 4242",
+        ] {
+            assert!(b.rendered_text.contains(needle), "{needle}");
+        }
+        assert!(b.token_count <= b.budget_tokens);
+        assert_eq!(b.as_of_seq, 31);
+    };
+    let bundle = h.bundle.unwrap();
+    assert_eq!(bundle.owner_agent, "agent-b");
+    check(&bundle);
+
+    // The session idles, the daemon restarts, a new bundle rehydrates it.
+    wait_state(&mut c, "case-1001", pb::SessionState::Idle).await;
+    let server = server.restart().await;
+    let mut c = server.client().await;
+    let b = c
+        .get_context_bundle(pb::GetContextBundleRequest {
+            namespace: "ns".into(),
+            session_id: "case-1001".into(),
+            budget_tokens: 4000,
+            agent_id: "agent-b".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .bundle
+        .unwrap();
+    assert_eq!(b.state, pb::SessionState::Idle as i32);
+    assert_eq!((b.owner_agent.as_str(), b.lease_epoch), ("agent-b", 2));
+    check(&b);
+    // B carries on with its epoch, which wakes the session.
+    append_as(
+        &mut c,
+        "case-1001",
+        2,
+        turn(
+            Assistant,
+            "agent-b",
+            "Hi Maria, agent B here; the refund is on its way.",
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        get_session(&mut c, "ns", "case-1001").await.unwrap().state,
+        pb::SessionState::Active as i32
+    );
+    server.stop().await;
+}
