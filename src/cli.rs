@@ -46,6 +46,60 @@ enum Command {
         /// Fail with ABORTED unless the session's next seq is this.
         #[arg(long)]
         expected_next_seq: Option<u64>,
+        /// Fencing: fail unless the session's lease epoch is this.
+        #[arg(long)]
+        lease_epoch: Option<u64>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Print a context bundle: what an agent needs to continue the
+    /// session, within a token budget.
+    Bundle {
+        #[command(flatten)]
+        target: Target,
+        /// Most tokens the bundle may take (256 to 1000000).
+        #[arg(long, default_value_t = 8000)]
+        budget: u32,
+        /// What the agent is about to do (ranks summary items).
+        #[arg(long, default_value = "")]
+        query: String,
+        /// The agent that will read it.
+        #[arg(long, default_value = "")]
+        agent: String,
+        /// Print the whole bundle as JSON instead of its text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Hand a session from one agent to another and print the new owner's
+    /// bundle.
+    Handoff {
+        #[command(flatten)]
+        target: Target,
+        /// The current owner.
+        #[arg(long)]
+        from: String,
+        /// The new owner.
+        #[arg(long)]
+        to: String,
+        /// The session's current lease epoch.
+        #[arg(long)]
+        lease_epoch: u64,
+        /// Why.
+        #[arg(long, default_value = "")]
+        reason: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Follow a session live: print turns, summaries, handoffs and state
+    /// changes as they happen (Ctrl-C to stop).
+    Watch {
+        #[command(flatten)]
+        target: Target,
+        /// Replay from this seq first (default: live only).
+        #[arg(long, default_value_t = 0)]
+        from: u64,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -100,6 +154,9 @@ enum SessionCommand {
         /// Title.
         #[arg(long, default_value = "")]
         title: String,
+        /// The agent that owns the session.
+        #[arg(long, default_value = "")]
+        owner: String,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -196,6 +253,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             content,
             idempotency_key,
             expected_next_seq,
+            lease_epoch,
             client,
         } => {
             let mut c = connect(&client).await?;
@@ -217,7 +275,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     }],
                     idempotency_key: idempotency_key.unwrap_or_default(),
                     expected_next_seq: expected_next_seq.unwrap_or(0),
-                    lease_epoch: 0,
+                    lease_epoch: lease_epoch.unwrap_or(0),
                 })
                 .await
                 .map_err(status_line)?
@@ -229,6 +287,89 @@ async fn run(cli: Cli) -> Result<(), String> {
                 r.total_tokens,
                 if r.replayed { " [replayed]" } else { "" }
             );
+            Ok(())
+        }
+        Command::Bundle {
+            target,
+            budget,
+            query,
+            agent,
+            json,
+            client,
+        } => {
+            let mut c = connect(&client).await?;
+            let b = c
+                .get_context_bundle(pb::GetContextBundleRequest {
+                    namespace: target.namespace,
+                    session_id: target.session,
+                    budget_tokens: budget,
+                    query,
+                    agent_id: agent,
+                    ..Default::default()
+                })
+                .await
+                .map_err(status_line)?
+                .into_inner()
+                .bundle
+                .unwrap_or_default();
+            if json {
+                println!("{}", bundle_json(&b));
+            } else {
+                println!("{}", b.rendered_text);
+                eprintln!(
+                    "({} of {} tokens, as of turn {})",
+                    b.token_count, b.budget_tokens, b.as_of_seq
+                );
+            }
+            Ok(())
+        }
+        Command::Handoff {
+            target,
+            from,
+            to,
+            lease_epoch,
+            reason,
+            client,
+        } => {
+            let mut c = connect(&client).await?;
+            let h = c
+                .handoff(pb::HandoffRequest {
+                    namespace: target.namespace,
+                    session_id: target.session,
+                    from_agent: from,
+                    to_agent: to.clone(),
+                    reason,
+                    lease_epoch,
+                    budget_tokens: 0,
+                })
+                .await
+                .map_err(status_line)?
+                .into_inner();
+            println!("{}", h.bundle.unwrap_or_default().rendered_text);
+            eprintln!(
+                "handed off to {to}: lease epoch {} (event turn {})",
+                h.lease_epoch, h.event_seq
+            );
+            Ok(())
+        }
+        Command::Watch {
+            target,
+            from,
+            client,
+        } => {
+            let mut c = connect(&client).await?;
+            let mut stream = c
+                .watch_session(pb::WatchSessionRequest {
+                    namespace: target.namespace,
+                    session_id: target.session,
+                    from_seq: from,
+                })
+                .await
+                .map_err(status_line)?
+                .into_inner();
+            while let Some(ev) = stream.message().await.map_err(status_line)? {
+                print_event(ev);
+            }
             Ok(())
         }
         Command::Summarize { target, client } => {
@@ -275,17 +416,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     .await
                     .map_err(status_line)?
                     .into_inner();
-                for t in page.turns {
-                    let role = pb::Role::try_from(t.role).map_or("?", |r| r.as_str_name());
-                    let role = role.trim_start_matches("ROLE_").to_lowercase();
-                    println!("#{} {role} {}: {}", t.seq, t.speaker, t.content);
-                    if let Some(tc) = t.tool_call {
-                        println!(
-                            "    tool {}({}) -> {}",
-                            tc.tool_name, tc.arguments_json, tc.result
-                        );
-                    }
-                }
+                page.turns.iter().for_each(print_turn);
                 if page.next_page_token.is_empty() {
                     return Ok(());
                 }
@@ -327,6 +458,7 @@ async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {
             id,
             subject,
             title,
+            owner,
             client,
         } => {
             let mut c = connect(&client).await.map_err(tonic::Status::unavailable)?;
@@ -336,6 +468,7 @@ async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {
                     session_id: id.unwrap_or_default(),
                     subject_id: subject,
                     title,
+                    owner_agent: owner,
                     ..Default::default()
                 })
                 .await?
@@ -404,17 +537,106 @@ async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {
     Ok(())
 }
 
+fn state_name(state: i32) -> String {
+    let name = pb::SessionState::try_from(state).map_or("?", |x| x.as_str_name());
+    name.trim_start_matches("SESSION_STATE_").to_lowercase()
+}
+
+fn role_name(role: i32) -> String {
+    let name = pb::Role::try_from(role).map_or("?", |r| r.as_str_name());
+    name.trim_start_matches("ROLE_").to_lowercase()
+}
+
 fn print_session(s: &pb::Session) {
-    let state = pb::SessionState::try_from(s.state).map_or("?", |x| x.as_str_name());
     println!(
-        "{}  state={}  subject={:?}  turns={}  tokens={}  title={:?}",
+        "{}  state={}  subject={:?}  owner={:?}  epoch={}  turns={}  tokens={}  title={:?}",
         s.session_id,
-        state.trim_start_matches("SESSION_STATE_").to_lowercase(),
+        state_name(s.state),
         s.subject_id,
+        s.owner_agent,
+        s.lease_epoch,
         s.turn_count,
         s.total_tokens,
         s.title
     );
+}
+
+fn print_turn(t: &pb::Turn) {
+    println!(
+        "#{} {} {}: {}",
+        t.seq,
+        role_name(t.role),
+        t.speaker,
+        t.content
+    );
+    if let Some(tc) = &t.tool_call {
+        println!(
+            "    tool {}({}) -> {}",
+            tc.tool_name, tc.arguments_json, tc.result
+        );
+    }
+}
+
+fn print_event(ev: pb::WatchSessionResponse) {
+    use pb::watch_session_response::Event;
+    match ev.event {
+        Some(Event::Turn(t)) => print_turn(&t),
+        Some(Event::SummaryWritten(s)) => println!(
+            "-- summary v{} written (turns 1-{})",
+            s.version, s.covers_through_seq
+        ),
+        Some(Event::Handoff(h)) => println!(
+            "-- handed off from {} to {} (lease epoch {}): {}",
+            h.from_agent, h.to_agent, h.lease_epoch, h.reason
+        ),
+        Some(Event::StateChanged(s)) => {
+            println!("-- state {} at turn {}", state_name(s.state), s.at_seq)
+        }
+        None => {}
+    }
+}
+
+/// The bundle's main fields as JSON, for scripts.
+fn bundle_json(b: &pb::ContextBundle) -> String {
+    let manifest = b.manifest.clone().unwrap_or_default();
+    let ranges = |v: &[pb::SeqRange]| -> Vec<[u64; 2]> {
+        v.iter().map(|r| [r.first_seq, r.last_seq]).collect()
+    };
+    let sections: Vec<serde_json::Value> = manifest
+        .sections
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "section": pb::BundleSection::try_from(e.section)
+                    .map_or("?", |s| s.as_str_name()),
+                "available": e.available,
+                "included": e.included,
+                "shortened": e.shortened,
+                "omitted": e.omitted,
+                "included_seqs": ranges(&e.included_seqs),
+                "shortened_seqs": ranges(&e.shortened_seqs),
+                "omitted_seqs": ranges(&e.omitted_seqs),
+                "tokens": e.tokens,
+            })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "namespace": b.namespace,
+        "session_id": b.session_id,
+        "state": state_name(b.state),
+        "owner_agent": b.owner_agent,
+        "lease_epoch": b.lease_epoch,
+        "as_of_seq": b.as_of_seq,
+        "budget_tokens": b.budget_tokens,
+        "token_count": b.token_count,
+        "rendered_text": b.rendered_text,
+        "manifest": {
+            "summary_version": manifest.summary_version,
+            "complete": manifest.complete,
+            "sections": sections,
+        },
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
 }
 
 async fn connect(args: &ClientArgs) -> Result<MemoryServiceClient<Channel>, String> {

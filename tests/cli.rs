@@ -1,0 +1,169 @@
+//! The `mnemo` command line end to end: the real binary as a client of the
+//! real daemon (also the binary), driven like a person would.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::Binary;
+
+fn mnemo(addr: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(args)
+        .env("MNEMO_ADDR", addr)
+        .output()
+        .expect("run mnemo")
+}
+
+fn ok(addr: &str, args: &[&str]) -> String {
+    let out = mnemo(addr, args);
+    assert!(
+        out.status.success(),
+        "mnemo {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn a_person_can_drive_a_session_from_the_shell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = Binary::start(&tmp.path().join("data"), &[]);
+    let addr = daemon.url();
+    let t = ["-n", "support", "-s", "case-7"];
+    let id = ok(
+        &addr,
+        &[
+            "session",
+            "create",
+            "-n",
+            "support",
+            "--id",
+            "case-7",
+            "--subject",
+            "customer:ann",
+            "--owner",
+            "agent-a",
+        ],
+    );
+    assert_eq!(id.trim(), "case-7");
+    let out = ok(
+        &addr,
+        &[
+            &["append"],
+            &t[..],
+            &[
+                "--speaker",
+                "ann",
+                "I need a refund for order ORD-31, $12.00.",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(out.starts_with("seq 1 "), "{out}");
+    ok(
+        &addr,
+        &[
+            &["append"],
+            &t[..],
+            &[
+                "--role",
+                "assistant",
+                "--speaker",
+                "agent-a",
+                "--lease-epoch",
+                "1",
+                "I will refund $12.00 for ORD-31 by 2026-12-09.",
+            ],
+        ]
+        .concat(),
+    );
+    let show = ok(&addr, &[&["session", "show"], &t[..]].concat());
+    assert!(
+        show.contains("owner=\"agent-a\"") && show.contains("epoch=1") && show.contains("turns=2"),
+        "{show}"
+    );
+
+    let summary = ok(&addr, &[&["summarize"], &t[..]].concat());
+    assert!(summary.contains("ORD-31"), "{summary}");
+
+    let bundle = ok(
+        &addr,
+        &[&["bundle"], &t[..], &["--budget", "1000"]].concat(),
+    );
+    assert!(
+        bundle.starts_with("# Context bundle: session case-7"),
+        "{bundle}"
+    );
+    assert!(bundle.contains("ORD-31"));
+    let json = ok(
+        &addr,
+        &[&["bundle"], &t[..], &["--budget", "1000", "--json"]].concat(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).expect("bundle JSON");
+    assert_eq!(v["as_of_seq"], 2);
+    assert!(v["token_count"].as_u64().unwrap() <= 1000);
+
+    // A watcher started before the handoff sees the replay and the handoff.
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([&["watch"], &t[..], &["--from", "1"]].concat())
+        .env("MNEMO_ADDR", &addr)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run mnemo watch");
+
+    let handed = ok(
+        &addr,
+        &[
+            &["handoff"],
+            &t[..],
+            &[
+                "--from",
+                "agent-a",
+                "--to",
+                "agent-b",
+                "--lease-epoch",
+                "1",
+                "--reason",
+                "shift end",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(handed.contains("Prepared for agent agent-b."), "{handed}");
+
+    // The old owner is fenced: one line with the status, non-zero exit.
+    let late = mnemo(
+        &addr,
+        &[&["append"], &t[..], &["--lease-epoch", "1", "late"]].concat(),
+    );
+    assert!(!late.status.success());
+    let err = String::from_utf8_lossy(&late.stderr);
+    assert!(
+        err.contains("FailedPrecondition") && err.contains("agent-b"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    // Bad input and unknown sessions fail the same way.
+    let bad = mnemo(&addr, &[&["bundle"], &t[..], &["--budget", "10"]].concat());
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("InvalidArgument"));
+    let missing = mnemo(&addr, &["session", "show", "-n", "support", "-s", "nope"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("NotFound"));
+
+    // Closing ends nothing for the watcher; deleting ends its stream.
+    std::thread::sleep(Duration::from_millis(300));
+    ok(&addr, &[&["session", "delete"], &t[..]].concat());
+    let watched = watch.wait_with_output().expect("watch ends");
+    assert!(!watched.status.success(), "the stream ends with NOT_FOUND");
+    let lines = String::from_utf8_lossy(&watched.stdout);
+    assert!(lines.contains("#1 user ann: I need a refund"), "{lines}");
+    assert!(
+        lines.contains("-- handed off from agent-a to agent-b (lease epoch 2): shift end"),
+        "{lines}"
+    );
+    assert!(daemon.terminate().success());
+}
