@@ -106,7 +106,7 @@ fn a_person_can_drive_a_session_from_the_shell() {
     assert!(v["token_count"].as_u64().unwrap() <= 1000);
 
     // A watcher started before the handoff sees the replay and the handoff.
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+    let watch = Command::new(env!("CARGO_BIN_EXE_mnemo"))
         .args([&["watch"], &t[..], &["--from", "1"]].concat())
         .env("MNEMO_ADDR", &addr)
         .stdout(Stdio::piped())
