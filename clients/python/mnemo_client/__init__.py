@@ -9,7 +9,7 @@ The gRPC stubs in `mnemo_client._gen` are generated from the repository's
 proto/ when the package is built; `MnemoClient` is the supported interface.
 """
 
-from .client import MnemoClient
+from .client import MnemoClient, SessionWatch
 from .errors import (
     Aborted,
     AlreadyExists,
@@ -32,12 +32,22 @@ from .errors import (
 from .models import (
     AppendResult,
     AuditRecord,
+    BundleManifest,
+    CompressedTurn,
+    ContextBundle,
+    HandoffEvent,
+    HandoffResult,
+    ManifestEntry,
     ReviewItem,
+    SeqRange,
     Session,
     SessionSettings,
+    StateChanged,
     SummaryInfo,
+    SummaryWritten,
     ToolCall,
     Turn,
+    WatchEvent,
 )
 
 __all__ = [
@@ -45,12 +55,18 @@ __all__ = [
     "AlreadyExists",
     "AppendResult",
     "AuditRecord",
+    "BundleManifest",
     "Cancelled",
+    "CompressedTurn",
+    "ContextBundle",
     "DataLoss",
     "DeadlineExceeded",
     "FailedPrecondition",
+    "HandoffEvent",
+    "HandoffResult",
     "Internal",
     "InvalidArgument",
+    "ManifestEntry",
     "MnemoClient",
     "MnemoError",
     "NotFound",
@@ -58,13 +74,18 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "ReviewItem",
+    "SeqRange",
     "Session",
     "SessionSettings",
+    "SessionWatch",
+    "StateChanged",
     "SummaryInfo",
+    "SummaryWritten",
     "ToolCall",
     "Turn",
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
     "Unknown",
+    "WatchEvent",
 ]

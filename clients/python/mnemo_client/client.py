@@ -1,12 +1,14 @@
 """`MnemoClient`: a small synchronous wrapper over mnemo's gRPC API.
 
 Methods take and return plain Python values (dicts, dataclasses from
-`mnemo_client.models`) and raise `MnemoError` subclasses. Every call has a
-deadline. Only calls that are safe to repeat are retried, with exponential
-backoff and jitter, on UNAVAILABLE and DEADLINE_EXCEEDED: reads, and appends
-that carry an idempotency key (the server replays those instead of writing
-twice). Everything else is tried once, so a lost answer surfaces as an error
-instead of a duplicate write.
+`mnemo_client.models`) and raise `MnemoError` subclasses. Every unary call
+has a deadline; a watch has one only when asked, since it is meant to stay
+open. Only calls that are safe to repeat are retried, with exponential
+backoff and jitter, on UNAVAILABLE and DEADLINE_EXCEEDED: reads (context
+bundles included), and appends that carry an idempotency key (the server
+replays those instead of writing twice). Everything else, handoffs
+included, is tried once, so a lost answer surfaces as an error instead of a
+duplicate write.
 """
 
 from __future__ import annotations
@@ -25,16 +27,22 @@ from .errors import error_from_rpc
 from .models import (
     AppendResult,
     AuditRecord,
+    ContextBundle,
+    HandoffEvent,
+    HandoffResult,
     ReviewItem,
     Session,
     SessionSettings,
+    StateChanged,
     SummaryInfo,
+    SummaryWritten,
     Turn,
+    WatchEvent,
     from_message,
 )
 
 try:
-    from ._gen import memory_service_pb2_grpc, session_pb2, summary_pb2
+    from ._gen import context_pb2, memory_service_pb2_grpc, session_pb2, summary_pb2
 except ModuleNotFoundError as e:  # the source tree has no stubs; they are made at build time
     if not (e.name or "").startswith(f"{__package__}._gen"):
         raise
@@ -128,6 +136,7 @@ class MnemoClient:
         title: str = "",
         metadata: Mapping[str, str] | None = None,
         settings: Mapping[str, Any] | SessionSettings | None = None,
+        owner_agent: str = "",
         timeout: float | None = None,
     ) -> Session:
         """Starts a session; the server generates a ULID when `session_id` is empty.
@@ -135,9 +144,15 @@ class MnemoClient:
         `settings` keys: summary_every_turns, context_limit_tokens,
         idle_timeout_seconds, encoding ("cl100k_base" | "o200k_base"),
         risk_level ("normal" | "high"); missing or zero ones take defaults.
+        `owner_agent` is the agent that owns the session at first (empty =
+        unclaimed); the session starts at ``lease_epoch`` 1.
         """
         request = session_pb2.CreateSessionRequest(
-            namespace=namespace, session_id=session_id, subject_id=subject_id, title=title
+            namespace=namespace,
+            session_id=session_id,
+            subject_id=subject_id,
+            title=title,
+            owner_agent=owner_agent,
         )
         request.metadata.update(metadata or {})
         if settings is not None:
@@ -160,7 +175,8 @@ class MnemoClient:
         page_size: int = 0,
         timeout: float | None = None,
     ) -> Iterator[Session]:
-        """The namespace's sessions in id order, optionally by subject and state ("active" | "closed")."""
+        """The namespace's sessions in id order, optionally by subject and state
+        ("active" | "idle" | "closed")."""
         request = session_pb2.ListSessionsRequest(
             namespace=namespace,
             subject_id=subject_id,
@@ -191,6 +207,7 @@ class MnemoClient:
         *,
         idempotency_key: str = "",
         expected_next_seq: int = 0,
+        lease_epoch: int = 0,
         timeout: float | None = None,
     ) -> AppendResult:
         """Appends turns atomically; returns once they are durable.
@@ -205,13 +222,17 @@ class MnemoClient:
         With `idempotency_key`, a repeat returns the first result with
         ``replayed=True`` and writes nothing, so the call is retried on
         transient errors. With `expected_next_seq`, a session whose next seq
-        differs raises `Aborted`.
+        differs raises `Aborted`. With `lease_epoch` (fencing for agents that
+        hand sessions to each other), an epoch other than the session's
+        current one raises `FailedPrecondition` naming the current owner;
+        0 skips the check.
         """
         request = session_pb2.AppendTurnsRequest(
             namespace=namespace,
             session_id=session_id,
             idempotency_key=idempotency_key,
             expected_next_seq=expected_next_seq,
+            lease_epoch=lease_epoch,
         )
         for i, turn in enumerate(turns):
             if "role" not in turn:
@@ -361,6 +382,111 @@ class MnemoClient:
         response = self._call("ResolveReviewItem", request, idempotent=False, timeout=timeout)
         return from_message(ReviewItem, response.item)
 
+    # Context bundles, handoffs and watches
+
+    def get_context_bundle(
+        self,
+        namespace: str,
+        session_id: str,
+        budget_tokens: int,
+        *,
+        encoding: str | None = None,
+        query: str = "",
+        agent_id: str = "",
+        recent_interactions: int = 0,
+        timeout: float | None = None,
+    ) -> ContextBundle:
+        """What an agent needs to continue the session, in at most `budget_tokens` tokens.
+
+        `budget_tokens` is 256 to 1000000 (else `InvalidArgument`), measured
+        with `encoding` ("cl100k_base" | "o200k_base"; None = the
+        session's). `query` (what the agent is about to do) and `agent_id`
+        (the reader, whose own pending actions come first) decide what is
+        kept when a section must be cut; `recent_interactions` is how many
+        question/answer exchanges stay verbatim (0 = 8). Works on active,
+        idle and closed sessions; what did not fit is listed in
+        ``bundle.manifest``.
+        """
+        request = context_pb2.GetContextBundleRequest(
+            namespace=namespace,
+            session_id=session_id,
+            budget_tokens=budget_tokens,
+            encoding=enum_value_name(session_pb2.Encoding.DESCRIPTOR, encoding or "unspecified"),
+            query=query,
+            agent_id=agent_id,
+            recent_interactions=recent_interactions,
+        )
+        response = self._call("GetContextBundle", request, idempotent=True, timeout=timeout)
+        return from_message(ContextBundle, response.bundle)
+
+    def handoff(
+        self,
+        namespace: str,
+        session_id: str,
+        from_agent: str,
+        to_agent: str,
+        lease_epoch: int,
+        *,
+        reason: str = "",
+        budget_tokens: int = 0,
+        timeout: float | None = None,
+    ) -> HandoffResult:
+        """Passes the session from `from_agent` (its owner) to `to_agent`.
+
+        `lease_epoch` is the session's current epoch as the caller knows it.
+        Records a handoff event turn, makes `to_agent` the owner at epoch + 1,
+        writes a summary (trigger "handoff") and returns the bundle for
+        `to_agent` (`budget_tokens`; 0 = 8000 or the session's context
+        limit, whichever is smaller). `FailedPrecondition` when the epoch is
+        stale (someone else handed it off first), `from_agent` is not the
+        owner, or the session is closed.
+
+        Not retried: a repeat would fail on the epoch it moved. After
+        `Unavailable` or `DeadlineExceeded`, `get_session` tells whether the
+        handoff happened (owner `to_agent`, epoch `lease_epoch` + 1).
+        """
+        request = context_pb2.HandoffRequest(
+            namespace=namespace,
+            session_id=session_id,
+            from_agent=from_agent,
+            to_agent=to_agent,
+            reason=reason,
+            lease_epoch=lease_epoch,
+            budget_tokens=budget_tokens,
+        )
+        response = self._call("Handoff", request, idempotent=False, timeout=timeout)
+        return from_message(HandoffResult, response)
+
+    def watch(
+        self, namespace: str, session_id: str, from_seq: int = 0, *, timeout: float | None = None
+    ) -> SessionWatch:
+        """Streams the session's events: `Turn`, `SummaryWritten`, `HandoffEvent`, `StateChanged`.
+
+        From `from_seq` (>= 1) the stored turns are replayed first, each
+        stored summary right after the last turn it covers and each handoff
+        right after its event turn; then live events follow in the same
+        order. 0 = live events only. Use it as a context manager, or call
+        `cancel()`, to end it::
+
+            with mnemo.watch("support", sid, from_seq=1) as events:
+                for event in events:
+                    ...
+
+        The stream has no deadline unless `timeout` (seconds for the whole
+        stream; `DeadlineExceeded` when it passes) and is not retried.
+        Errors surface while iterating: `NotFound` (no such session, or it
+        was deleted), `Unavailable` (the daemon is shutting down), and
+        `ResourceExhausted`, whose `resume_from_seq` is set when the watcher
+        fell behind (or no `resume_from_seq` when the namespace has too many
+        open watches). After any error, watching again from `next_seq` of
+        the returned `SessionWatch` continues without a gap.
+        """
+        request = context_pb2.WatchSessionRequest(
+            namespace=namespace, session_id=session_id, from_seq=from_seq
+        )
+        call = self._stub.WatchSession(request, timeout=timeout, metadata=self._metadata)
+        return SessionWatch(call, from_seq)
+
     # Plumbing
 
     def _call(self, rpc: str, request: Message, *, idempotent: bool, timeout: float | None) -> Any:
@@ -395,6 +521,65 @@ class MnemoClient:
             if not response.next_page_token:
                 return
             request.page_token = response.next_page_token
+
+
+class SessionWatch:
+    """An open `MnemoClient.watch` stream: an iterator of events that can be cancelled.
+
+    Iterating blocks until the next event. `cancel()` (from any thread, or
+    by leaving the ``with`` block) ends the stream; iteration then stops
+    without an error.
+
+    `next_seq` is the ``from_seq`` that continues this watch where it
+    stopped: the seq after the last turn received, or the given `from_seq`
+    until a turn arrives. (A live-only watch, `from_seq` 0, that has
+    received no turn yet cannot be continued exactly: the daemon does not
+    say at which seq it started.)
+    """
+
+    def __init__(self, call: Any, from_seq: int) -> None:
+        self._call = call  # a grpc stream: an iterator of responses and a grpc.Call
+        self._cancelled = False
+        self.next_seq = from_seq
+
+    def __iter__(self) -> SessionWatch:
+        return self
+
+    def __next__(self) -> WatchEvent:
+        while True:
+            try:
+                response = next(self._call)
+            except grpc.RpcError as e:
+                if self._cancelled:
+                    raise StopIteration from None
+                raise error_from_rpc(e) from e
+            kind = response.WhichOneof("event")
+            convert = _WATCH_EVENTS.get(kind)
+            if convert is None:
+                continue  # an event kind added to the contract after this client: skip it
+            event = convert(getattr(response, kind))
+            if isinstance(event, Turn):
+                self.next_seq = event.seq + 1
+            return event
+
+    def cancel(self) -> None:
+        """Ends the stream; safe to call more than once."""
+        self._cancelled = True
+        self._call.cancel()
+
+    def __enter__(self) -> SessionWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+_WATCH_EVENTS: dict[str, Callable[[Any], WatchEvent]] = {
+    "turn": lambda m: from_message(Turn, m),
+    "summary_written": lambda m: from_message(SummaryWritten, m),
+    "handoff": lambda m: from_message(HandoffEvent, m),
+    "state_changed": lambda m: from_message(StateChanged, m),
+}
 
 
 def _backoff(attempt: int) -> float:

@@ -68,13 +68,20 @@ class PermissionDenied(MnemoError):
 
 
 class ResourceExhausted(MnemoError):
-    """A request or response over the server's message-size limit."""
+    """A request or response over the server's message-size limit, too many open
+    watches in the namespace, or a watch that fell behind.
+
+    For a watch that fell behind, `resume_from_seq` is the ``from_seq`` that
+    resumes it without losing a turn; otherwise it is None.
+    """
 
     status_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    resume_from_seq: int | None = None
 
 
 class FailedPrecondition(MnemoError):
-    """The state forbids it: a closed session, a reused idempotency key, no turns yet."""
+    """The state forbids it: a closed session, a reused idempotency key, no turns yet,
+    or a stale lease epoch (the session was handed off; the message names the owner)."""
 
     status_code = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -126,10 +133,27 @@ _BY_CODE: dict[grpc.StatusCode, type[MnemoError]] = {
 }
 
 
+# Trailer of a lagged watch's status: the seq to resume from.
+RESUME_FROM_SEQ_TRAILER = "mnemo-resume-from-seq"
+
+
 def error_from_rpc(error: grpc.RpcError) -> MnemoError:
     """The `MnemoError` subclass for a failed gRPC call."""
-    # A failed unary call is both an RpcError and a grpc.Call.
+    # A failed call (unary or streaming) is both an RpcError and a grpc.Call.
     code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = error.details() if isinstance(error, grpc.Call) else str(error)
     message = details or code.name.lower().replace("_", " ")
-    return _BY_CODE.get(code, Unknown)(message, code.name)
+    result = _BY_CODE.get(code, Unknown)(message, code.name)
+    if isinstance(result, ResourceExhausted) and isinstance(error, grpc.Call):
+        result.resume_from_seq = _resume_from_seq(error)
+    return result
+
+
+def _resume_from_seq(call: grpc.Call) -> int | None:
+    for key, value in call.trailing_metadata() or ():
+        if key == RESUME_FROM_SEQ_TRAILER:
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None  # a malformed trailer is no reason to hide the error itself
+    return None

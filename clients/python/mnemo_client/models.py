@@ -4,7 +4,9 @@ Each dataclass mirrors one proto message field for field (the proto's names;
 enums as short lower-case names such as ``"user"`` or ``"closed"``;
 timestamps as aware UTC `datetime`s, ``None`` when unset), so the proto's
 comments in ``proto/mnemo/v1/`` document them. Summaries are nested documents
-and are returned as dicts with the same conventions.
+and are returned as dicts with the same conventions; so are the summary items
+(pending actions, open questions, decisions, key facts) a `ContextBundle`
+carries, which have exactly the shape they have in a summary dict.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 
 from google.protobuf.message import Message
 
@@ -42,7 +44,7 @@ class Session:
     title: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     settings: SessionSettings = field(default_factory=SessionSettings)
-    state: str = "active"  # "active" | "closed"
+    state: str = "active"  # "active" | "idle" | "closed"
     turn_count: int = 0
     next_seq: int = 1
     total_tokens: int = 0
@@ -50,6 +52,9 @@ class Session:
     update_time: datetime | None = None
     summary_version: int = 0
     summarized_through_seq: int = 0
+    owner_agent: str = ""  # empty when no agent claimed the session
+    lease_epoch: int = 0  # the fencing token appends and handoffs must carry
+    last_active_time: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,134 @@ class ReviewItem:
     resolve_time: datetime | None = None
 
 
+@dataclass(frozen=True)
+class SeqRange:
+    """An inclusive range of turn seqs."""
+
+    first_seq: int
+    last_seq: int
+
+    def seqs(self) -> range:
+        """The seqs of the range, e.g. to pass to `list_turns` or to test membership."""
+        return range(self.first_seq, self.last_seq + 1)
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """What one section of a bundle held, shortened and left out (for the budget)."""
+
+    section: str  # "header" | "pending_actions" | ... | "recent_turns" | "earlier_turns"
+    available: int = 0
+    included: int = 0
+    shortened: int = 0
+    omitted: int = 0
+    included_seqs: list[SeqRange] = field(default_factory=list)
+    shortened_seqs: list[SeqRange] = field(default_factory=list)
+    omitted_seqs: list[SeqRange] = field(default_factory=list)  # read them with list_turns
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class BundleManifest:
+    """The accounting of a bundle: every turn through `as_of_seq` is summarized,
+    included (whole or shortened) or listed as omitted."""
+
+    sections: list[ManifestEntry] = field(default_factory=list)  # in priority order
+    summary_version: int = 0
+    summarized: SeqRange | None = None  # None when there is no summary yet
+    complete: bool = False  # nothing shortened or omitted
+
+    def section(self, name: str) -> ManifestEntry | None:
+        """The entry of section `name` (e.g. ``"recent_turns"``); None when it had nothing to offer."""
+        return next((e for e in self.sections if e.section == name), None)
+
+
+@dataclass(frozen=True)
+class CompressedTurn:
+    """A turn shortened for a bundle."""
+
+    seq: int
+    role: str
+    speaker: str = ""
+    text: str = ""
+    shortened: bool = False  # True when `text` is shorter than the turn
+
+
+@dataclass(frozen=True)
+class ContextBundle:
+    """What an agent loads to continue a session, within a token budget.
+
+    `rendered_text` is ready for a system prompt; the structured fields hold
+    exactly what it shows. Summary items are dicts shaped as in `summarize()`.
+    """
+
+    namespace: str
+    session_id: str
+    subject_id: str = ""
+    state: str = "active"
+    owner_agent: str = ""
+    lease_epoch: int = 0
+    as_of_seq: int = 0
+    encoding: str = "unspecified"
+    budget_tokens: int = 0
+    token_count: int = 0  # never above budget_tokens
+    rendered_text: str = ""
+    user_intent: str = ""
+    prose: str = ""
+    pending_actions: list[dict[str, Any]] = field(default_factory=list)
+    open_questions: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    key_facts: list[dict[str, Any]] = field(default_factory=list)
+    recent_turns: list[Turn] = field(default_factory=list)  # verbatim, oldest first
+    earlier_turns: list[CompressedTurn] = field(default_factory=list)  # shortened, oldest first
+    manifest: BundleManifest = field(default_factory=BundleManifest)
+
+
+@dataclass(frozen=True)
+class HandoffResult:
+    """What a handoff did: the session with its new owner and epoch, and the new owner's bundle."""
+
+    session: Session
+    lease_epoch: int  # pass it to the new owner's append_turns and next handoff
+    event_seq: int  # the handoff event turn (role "system")
+    summary: dict[str, Any] | None  # trigger "handoff"; None when validation refused it
+    bundle: ContextBundle
+
+
+# Watch events: `MnemoClient.watch` yields `Turn`s and the three below.
+
+
+@dataclass(frozen=True)
+class SummaryWritten:
+    """A summary version was written."""
+
+    version: int
+    covers_through_seq: int = 0
+    trigger: str = "unspecified"
+
+
+@dataclass(frozen=True)
+class HandoffEvent:
+    """The session changed owner; it follows its event turn (seq `seq`)."""
+
+    from_agent: str
+    to_agent: str
+    reason: str = ""
+    lease_epoch: int = 0
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    """The session's state changed ("active" | "idle" | "closed"); live only, never replayed."""
+
+    state: str
+    at_seq: int = 0
+
+
+WatchEvent = Union[Turn, SummaryWritten, HandoffEvent, StateChanged]
+
+
 def from_message(cls: type[T], message: Message) -> T:
     """Builds dataclass `cls` from the message it mirrors.
 
@@ -158,6 +291,16 @@ def from_message(cls: type[T], message: Message) -> T:
 _NESTED: dict[tuple[type, str], type] = {
     (Session, "settings"): SessionSettings,
     (Turn, "tool_call"): ToolCall,
+    (ManifestEntry, "included_seqs"): SeqRange,
+    (ManifestEntry, "shortened_seqs"): SeqRange,
+    (ManifestEntry, "omitted_seqs"): SeqRange,
+    (BundleManifest, "sections"): ManifestEntry,
+    (BundleManifest, "summarized"): SeqRange,
+    (ContextBundle, "recent_turns"): Turn,
+    (ContextBundle, "earlier_turns"): CompressedTurn,
+    (ContextBundle, "manifest"): BundleManifest,
+    (HandoffResult, "session"): Session,
+    (HandoffResult, "bundle"): ContextBundle,
 }
 
 
@@ -168,7 +311,9 @@ def _build(cls: type[T], values: dict[str, Any]) -> T:
             continue
         value = values[f.name]
         nested = _NESTED.get((cls, f.name))
-        if nested is not None and value is not None:
+        if nested is not None and isinstance(value, list):
+            value = [_build(nested, v) for v in value]
+        elif nested is not None and value is not None:
             value = _build(nested, value)
         kwargs[f.name] = value
     return cls(**kwargs)

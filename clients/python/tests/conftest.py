@@ -13,7 +13,7 @@ import subprocess
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,13 +29,16 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class Daemon:
-    """A running `mnemo serve` subprocess and everything it wrote to stderr."""
+    """A running `mnemo serve` subprocess and everything it wrote to stderr.
 
-    def __init__(self, binary: Path, data_dir: Path) -> None:
+    `args` are extra `mnemo serve` arguments, e.g. ``["--config", path]``.
+    """
+
+    def __init__(self, binary: Path, data_dir: Path, args: Sequence[str] = ()) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("MNEMO_CONFIG", "MNEMO_STORE")}
         env["MNEMO_LOG"] = "info"  # the address is announced at info level
         self.process = subprocess.Popen(
-            [str(binary), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir)],
+            [str(binary), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -105,6 +108,27 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     yield d
     code = d.stop()
     assert code == 0, "mnemo did not exit cleanly on SIGTERM:\n" + "\n".join(list(d.stderr_lines)[-20:])
+
+
+@pytest.fixture
+def start_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    """Starts a daemon of the test's own with extra `mnemo serve` arguments
+    (e.g. a config file with small limits); each is stopped, and must exit
+    cleanly, when the test ends."""
+    started: list[Daemon] = []
+
+    def start(*args: str) -> Daemon:
+        data_dir = tmp_path / f"mnemo-data-{len(started)}"
+        data_dir.mkdir()
+        d = Daemon(_binary(), data_dir, args)
+        started.append(d)
+        d.wait_listening()
+        return d
+
+    yield start
+    for d in started:
+        code = d.stop()
+        assert code == 0, "mnemo did not exit cleanly on SIGTERM:\n" + "\n".join(list(d.stderr_lines)[-20:])
 
 
 @pytest.fixture

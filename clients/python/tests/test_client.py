@@ -27,7 +27,7 @@ from mnemo_client import (
     MnemoError,
     NotFound,
 )
-from mnemo_client._gen import session_pb2, summary_pb2
+from mnemo_client._gen import context_pb2, session_pb2, summary_pb2
 
 # The arguments exactly as the agent sent them: odd spacing, key order and
 # non-ASCII must all survive the round trip byte for byte.
@@ -324,6 +324,15 @@ def test_unreachable_daemon_raises_unavailable_after_retries() -> None:
         (mnemo_client.SummaryInfo, summary_pb2.SummaryInfo),
         (mnemo_client.AuditRecord, summary_pb2.AuditRecord),
         (mnemo_client.ReviewItem, summary_pb2.ReviewItem),
+        (mnemo_client.SeqRange, context_pb2.SeqRange),
+        (mnemo_client.ManifestEntry, context_pb2.ManifestEntry),
+        (mnemo_client.BundleManifest, context_pb2.BundleManifest),
+        (mnemo_client.CompressedTurn, context_pb2.CompressedTurn),
+        (mnemo_client.ContextBundle, context_pb2.ContextBundle),
+        (mnemo_client.HandoffResult, context_pb2.HandoffResponse),
+        (mnemo_client.SummaryWritten, context_pb2.SummaryWritten),
+        (mnemo_client.HandoffEvent, context_pb2.HandoffEvent),
+        (mnemo_client.StateChanged, context_pb2.StateChanged),
     ],
 )
 def test_models_mirror_the_proto(model: type, message: Any) -> None:

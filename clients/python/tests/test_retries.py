@@ -18,16 +18,18 @@ from typing import Any
 import grpc
 import pytest
 
-from mnemo_client import DeadlineExceeded, MnemoClient, NotFound, Unavailable
-from mnemo_client._gen import session_pb2
+from mnemo_client import DeadlineExceeded, MnemoClient, NotFound, ResourceExhausted, Turn, Unavailable
+from mnemo_client._gen import context_pb2, session_pb2
 
 
 class ScriptedServer:
-    """Serves GetSession and AppendTurns, failing each call with the next scripted code."""
+    """Serves GetSession, AppendTurns, GetContextBundle, Handoff and WatchSession,
+    failing each call with the next scripted code."""
 
     def __init__(self, credentials: grpc.ServerCredentials | None = None) -> None:
         self.failures: list[grpc.StatusCode] = []
         self.delay_seconds = 0.0
+        self.watch_trailers: tuple[tuple[str, str], ...] = ()
         self.calls: list[tuple[str, dict[str, str]]] = []
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "GetSession": grpc.unary_unary_rpc_method_handler(
@@ -39,6 +41,21 @@ class ScriptedServer:
                 self._append_turns,
                 request_deserializer=session_pb2.AppendTurnsRequest.FromString,
                 response_serializer=session_pb2.AppendTurnsResponse.SerializeToString,
+            ),
+            "GetContextBundle": grpc.unary_unary_rpc_method_handler(
+                self._get_context_bundle,
+                request_deserializer=context_pb2.GetContextBundleRequest.FromString,
+                response_serializer=context_pb2.GetContextBundleResponse.SerializeToString,
+            ),
+            "Handoff": grpc.unary_unary_rpc_method_handler(
+                self._handoff,
+                request_deserializer=context_pb2.HandoffRequest.FromString,
+                response_serializer=context_pb2.HandoffResponse.SerializeToString,
+            ),
+            "WatchSession": grpc.unary_stream_rpc_method_handler(
+                self._watch_session,
+                request_deserializer=context_pb2.WatchSessionRequest.FromString,
+                response_serializer=context_pb2.WatchSessionResponse.SerializeToString,
             ),
         }
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -65,6 +82,22 @@ class ScriptedServer:
     def _append_turns(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._answer("AppendTurns", context)
         return session_pb2.AppendTurnsResponse(first_seq=1, last_seq=len(request.turns))
+
+    def _get_context_bundle(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._answer("GetContextBundle", context)
+        bundle = context_pb2.ContextBundle(session_id=request.session_id, budget_tokens=request.budget_tokens)
+        return context_pb2.GetContextBundleResponse(bundle=bundle)
+
+    def _handoff(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._answer("Handoff", context)
+        return context_pb2.HandoffResponse(lease_epoch=request.lease_epoch + 1)
+
+    def _watch_session(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        self._answer("WatchSession", context)
+        turn = session_pb2.Turn(seq=request.from_seq, role=session_pb2.ROLE_USER)
+        yield context_pb2.WatchSessionResponse(turn=turn)
+        context.set_trailing_metadata(self.watch_trailers)
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "scripted end of the watch")
 
 
 @pytest.fixture
@@ -114,6 +147,41 @@ def test_appends_with_a_key_are_retried(scripted: ScriptedServer, client: MnemoC
     scripted.failures = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED]
     assert client.append_turns("ns", "s", TURN, idempotency_key="k1").last_seq == 1
     assert len(scripted.calls) == 3
+
+
+def test_context_bundles_are_retried(scripted: ScriptedServer, client: MnemoClient) -> None:
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE]
+    assert client.get_context_bundle("ns", "s", 1000).budget_tokens == 1000
+    assert len(scripted.calls) == 2
+
+
+def test_handoffs_are_not_retried(scripted: ScriptedServer, client: MnemoClient) -> None:
+    # A repeat would fail on the lease epoch the lost first attempt moved.
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE]
+    with pytest.raises(Unavailable):
+        client.handoff("ns", "s", "agent-a", "agent-b", 1)
+    assert len(scripted.calls) == 1
+    assert client.handoff("ns", "s", "agent-a", "agent-b", 1).lease_epoch == 2
+
+
+@pytest.mark.parametrize(
+    ("trailers", "resume_from_seq"),
+    [
+        ((("mnemo-resume-from-seq", "42"),), 42),  # the watcher fell behind
+        ((), None),  # e.g. too many open watches: nothing to resume
+        ((("mnemo-resume-from-seq", "soon"),), None),  # malformed: the error still surfaces
+    ],
+)
+def test_watch_errors_carry_the_resume_seq(
+    scripted: ScriptedServer, client: MnemoClient, trailers: Any, resume_from_seq: int | None
+) -> None:
+    scripted.watch_trailers = trailers
+    with client.watch("ns", "s", from_seq=7) as events:
+        assert next(events) == Turn(seq=7, role="user")
+        with pytest.raises(ResourceExhausted, match="scripted end") as ended:
+            next(events)
+    assert ended.value.resume_from_seq == resume_from_seq
+    assert events.next_seq == 8
 
 
 def test_every_attempt_has_a_deadline(scripted: ScriptedServer) -> None:
