@@ -3,10 +3,14 @@
 //! questions, decisions, summary, key facts, recent turns (newest first),
 //! earlier turns (newest first). A line is taken whole if it fits, else in
 //! its short form if it has one, else left out and counted in the manifest.
-//! Lines are measured one by one with the real tokenizer; the joined text
-//! is then measured once more, and if joining cost more than the sum (it
-//! rarely does), the choice is redone with a smaller allowance. The result
-//! is never over budget.
+//!
+//! Counting is exact and additive: every line ends with a newline and no
+//! line starts with whitespace (or '/'), and the OpenAI pre-tokenizers never
+//! join a newline run with a non-space character after it, so the tokens of
+//! the text are the sum of its lines' tokens, each measured once with the
+//! real tokenizer. The text is never measured twice (debug builds check the
+//! sum against a full count, and the property test against tiktoken-rs),
+//! and the result is never over budget.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -19,8 +23,6 @@ use crate::summarize::model::ActionStatus;
 use crate::summarize::{render, SessionSummary};
 use crate::tokens;
 
-/// Attempts at fitting before falling back to the bare header.
-const ROUNDS: u32 = 8;
 /// The heading of the shortened older turns (from the Q&A truncation
 /// scheme agents are used to).
 pub const EARLIER_HEADING: &str = "Earlier conversation summary:";
@@ -32,7 +34,14 @@ struct Line {
 }
 
 impl Line {
-    fn new(text: String) -> Line {
+    /// A line of `text`, newline-terminated. Lines must not start with
+    /// whitespace or '/' (see the module docs).
+    fn new(mut text: String) -> Line {
+        debug_assert!(
+            !text.starts_with(|c: char| c.is_whitespace() || c == '/'),
+            "a bundle line must not start with whitespace or '/': {text:?}"
+        );
+        text.push('\n');
         Line { text, tokens: None }
     }
 
@@ -90,53 +99,50 @@ const READING_ORDER: [Section; 8] = [
 
 pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
     let enc = req.encoding.unwrap_or(inputs.session.settings.encoding);
-    let budget = req.budget_tokens;
+    let budget = u64::from(req.budget_tokens);
     let mut cands = candidates(&inputs, req);
     let unread = inputs.unread.map_or(0, |(a, b)| b - a + 1);
-    let note_reserve = tokens::count(enc, &note(budget, u32::MAX, u64::MAX)) as u64 + 1;
-    let mut headings: Vec<(Section, u32)> = Vec::new();
-    for s in READING_ORDER {
-        let h = heading(s);
-        let n = if h.is_empty() {
-            0
-        } else {
-            tokens::count(enc, h) as u32 + 2
-        };
-        headings.push((s, n));
+    // The note's count with the largest numbers bounds it with any.
+    let note_reserve =
+        u64::from(Line::new(note(req.budget_tokens, u32::MAX, u64::MAX)).tokens(enc));
+    let mut headings: Vec<(Section, Option<Line>)> = READING_ORDER
+        .iter()
+        .map(|&s| {
+            (
+                s,
+                Some(heading(s))
+                    .filter(|h| !h.is_empty())
+                    .map(|h| Line::new(h.to_owned())),
+            )
+        })
+        .collect();
+    for h in headings.iter_mut().filter_map(|(_, h)| h.as_mut()) {
+        h.tokens(enc);
     }
-
-    let mut allowance = u64::from(budget).saturating_sub(note_reserve);
-    for _ in 0..ROUNDS {
-        let choices = choose(&mut cands, enc, allowance, &headings);
-        let (text, shortened, omitted) = render_text(&cands, &choices, budget, unread);
-        let count = tokens::count(enc, &text) as u64;
-        if count <= u64::from(budget) {
-            return assemble(
-                inputs,
-                req,
-                enc,
-                cands,
-                choices,
-                text,
-                count,
-                (shortened, omitted),
-            );
-        }
-        allowance = allowance.saturating_sub(count - u64::from(budget) + 8);
-    }
-    // Unreachable in practice (each round shrinks the allowance); keep the
-    // promise anyway with the first header line alone, cut to fit.
-    let mut choices = vec![Choice::Omitted; cands.len()];
-    choices[0] = Choice::Full;
-    let first = cands[0].full.text.clone();
-    let mut text: String = first.chars().take(64).collect();
-    while tokens::count(enc, &text) as u64 > u64::from(budget) {
-        text.pop();
-    }
-    cands[0].full = Line::new(text.clone());
-    let count = tokens::count(enc, &text) as u64;
-    let omitted = choices.len() as u64 - 1 + unread;
-    assemble(inputs, req, enc, cands, choices, text, count, (0, omitted))
+    let choices = choose(
+        &mut cands,
+        enc,
+        budget.saturating_sub(note_reserve),
+        &headings,
+    );
+    let (text, count, (shortened, omitted)) =
+        render_text(&cands, &choices, &headings, enc, req.budget_tokens, unread);
+    debug_assert_eq!(
+        count,
+        tokens::count(enc, &text) as u64,
+        "line counts add up"
+    );
+    debug_assert!(count <= budget, "{count} tokens over a budget of {budget}");
+    assemble(
+        inputs,
+        req,
+        enc,
+        cands,
+        choices,
+        text,
+        count,
+        (shortened, omitted),
+    )
 }
 
 /// Words of `text` worth matching against a query (lowercase, 3+ chars).
@@ -297,8 +303,8 @@ fn summary_candidates(s: &SessionSummary, req: &BundleRequest, out: &mut Vec<Can
             format!("User intent: {} [#{}]", s.user_intent, s.user_intent_seq),
         ));
     }
-    if !s.prose.is_empty() {
-        out.push(item(Section::Summary, 1, s.prose.clone()));
+    if !s.prose.trim().is_empty() {
+        out.push(item(Section::Summary, 1, s.prose.trim().to_owned()));
     }
     let texts: Vec<String> = s.key_facts.iter().map(render::fact_line).collect();
     for i in ranked(&texts, &query, plain) {
@@ -369,7 +375,7 @@ fn choose(
     cands: &mut [Candidate],
     enc: Encoding,
     allowance: u64,
-    headings: &[(Section, u32)],
+    headings: &[(Section, Option<Line>)],
 ) -> Vec<Choice> {
     let mut used = 0u64;
     let mut headed: HashSet<Section> = HashSet::new();
@@ -381,7 +387,8 @@ fn choose(
             headings
                 .iter()
                 .find(|(s, _)| *s == c.section)
-                .map_or(0, |(_, n)| u64::from(*n))
+                .and_then(|(_, h)| h.as_ref())
+                .map_or(0, |h| u64::from(h.tokens.unwrap_or(0)))
         };
         let left = allowance.saturating_sub(used + head);
         // Stored counts are in the session's encoding; a text far over
@@ -389,7 +396,7 @@ fn choose(
         let worth_measuring = c.estimate <= left.saturating_mul(2) + 64;
         let mut choice = Choice::Omitted;
         if i == 0 || worth_measuring {
-            let n = u64::from(c.full.tokens(enc)) + 1;
+            let n = u64::from(c.full.tokens(enc));
             if i == 0 || n <= left {
                 used += n + head;
                 choice = Choice::Full;
@@ -397,7 +404,7 @@ fn choose(
         }
         if choice == Choice::Omitted {
             if let Some(short) = c.short.as_mut() {
-                let n = u64::from(short.tokens(enc)) + 1;
+                let n = u64::from(short.tokens(enc));
                 if n <= left {
                     used += n + head;
                     choice = Choice::Short;
@@ -428,13 +435,16 @@ fn note(budget: u32, shortened: u32, omitted: u64) -> String {
     )
 }
 
-/// The text in reading order, and the counts of shortened and omitted items.
+/// The text in reading order, its token count, and the counts of
+/// shortened and omitted items.
 fn render_text(
     cands: &[Candidate],
     choices: &[Choice],
+    headings: &[(Section, Option<Line>)],
+    enc: Encoding,
     budget: u32,
     unread: u64,
-) -> (String, u32, u64) {
+) -> (String, u64, (u32, u64)) {
     let mut shortened = 0u32;
     let mut omitted = unread;
     for (c, &ch) in cands.iter().zip(choices) {
@@ -444,36 +454,40 @@ fn render_text(
             _ => {}
         }
     }
-    let mut lines: Vec<&str> = Vec::new();
-    let note_text = note(budget, shortened, omitted);
-    for section in READING_ORDER {
-        let mut picked: Vec<(u64, &str)> = cands
+    let mut note_line = Line::new(note(budget, shortened, omitted));
+    let mut text = String::new();
+    let mut count = 0u64;
+    let mut push = |line: &Line| {
+        text.push_str(&line.text);
+        count += u64::from(line.tokens.unwrap_or(0));
+    };
+    for (section, head) in headings {
+        let mut picked: Vec<(u64, &Line)> = cands
             .iter()
             .zip(choices)
-            .filter(|(c, _)| c.section == section)
+            .filter(|(c, _)| c.section == *section)
             .filter_map(|(c, &ch)| match ch {
-                Choice::Full => Some((c.key, c.full.text.as_str())),
-                Choice::Short => c.short.as_ref().map(|s| (c.key, s.text.as_str())),
+                Choice::Full => Some((c.key, &c.full)),
+                Choice::Short => c.short.as_ref().map(|s| (c.key, s)),
                 Choice::Omitted => None,
             })
             .collect();
-        if section == Section::Header {
-            picked.sort_by_key(|(k, _)| *k);
-            lines.extend(picked.iter().map(|(_, t)| *t));
-            if shortened > 0 || omitted > 0 {
-                lines.push(&note_text);
-            }
-            continue;
-        }
         if picked.is_empty() {
             continue;
         }
         picked.sort_by_key(|(k, _)| *k);
-        lines.push("");
-        lines.push(heading(section));
-        lines.extend(picked.iter().map(|(_, t)| *t));
+        if let Some(h) = head {
+            push(h);
+        }
+        for (_, line) in picked {
+            push(line);
+        }
+        if *section == Section::Header && (shortened > 0 || omitted > 0) {
+            note_line.tokens(enc);
+            push(&note_line);
+        }
     }
-    (lines.join("\n"), shortened, omitted)
+    (text, count, (shortened, omitted))
 }
 
 /// Seqs as inclusive ranges.
