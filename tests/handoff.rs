@@ -82,7 +82,7 @@ async fn handoff(
 
 /// Waits (bounded) until the session reaches `state`.
 async fn wait_state(c: &mut Client, id: &str, state: pb::SessionState) -> pb::Session {
-    for _ in 0..200 {
+    for _ in 0..600 {
         let s = get_session(c, "ns", id).await.unwrap();
         if s.state == state as i32 {
             return s;
@@ -634,6 +634,7 @@ async fn a_watcher_that_falls_behind_is_told_where_to_resume() {
     let mut again = watch(&mut c, "lag", resume).await;
     let ev = take(&mut again, (64 - resume + 1) as usize).await;
     assert_eq!(seqs(&ev), (resume..=64).collect::<Vec<_>>());
+    drop((again, _other, slow_client));
     server.stop().await;
 }
 

@@ -250,6 +250,8 @@ impl Drop for Subscription {
     }
 }
 
+/// How long a watch task waits to deliver the status that ends its stream.
+const FINAL_SEND: std::time::Duration = std::time::Duration::from_secs(5);
 /// Events buffered between a watch task and its gRPC stream.
 const OUTGOING: usize = 32;
 /// Turns read per store call by a watch task.
@@ -356,7 +358,10 @@ impl Watcher {
     async fn run(mut self, head: u64, latest_summary: u64) {
         let result = self.serve(head, latest_summary).await;
         if let Err(Stop::Fail(e)) = result {
-            let _ = self.tx.send(Err(e)).await;
+            // The closing status waits for room in the outgoing buffer, but
+            // not forever: a client that stopped reading must not keep this
+            // task (and the store it holds) alive.
+            let _ = tokio::time::timeout(FINAL_SEND, self.tx.send(Err(e))).await;
         }
     }
 
