@@ -515,3 +515,38 @@ async fn bad_bundle_requests_get_clear_errors() {
     assert!(b.manifest.unwrap().complete);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_budget_still_fits_one_response_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = config_for(&tmp.path().join("data"));
+    config.limits.max_message_bytes = 1 << 20;
+    let server = TestServer::start_with(config).await;
+    let mut c = server.client().await;
+    create_session(&mut c, "ns", "big").await;
+    // 20 turns of 100 KB: about 2 MB of text, far under a 1,000,000-token
+    // budget but twice the message limit.
+    for i in 0..20 {
+        let text = format!("turn {i}: {}", "lorem ipsum dolor sit amet ".repeat(3800));
+        c.append_turns(append_req("ns", "big", vec![user_turn(&text)]))
+            .await
+            .unwrap();
+    }
+    let b = bundle(&mut c, "big", 1_000_000, pb::Encoding::Unspecified)
+        .await
+        .expect("the bundle fits one message");
+    assert!(
+        b.rendered_text.len() <= (1 << 20) / 3,
+        "{}",
+        b.rendered_text.len()
+    );
+    assert!(!b.manifest.as_ref().unwrap().complete);
+    assert!(b.rendered_text.contains("Note: to fit"));
+    assert_eq!(
+        b.recent_turns.last().map(|t| t.seq),
+        Some(20),
+        "newest kept"
+    );
+    assert_no_gap(&b);
+    server.stop().await;
+}

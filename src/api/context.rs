@@ -17,6 +17,7 @@ pub fn bundle_request(r: &pb::GetContextBundleRequest) -> Result<BundleRequest> 
         query: r.query.clone(),
         agent_id: r.agent_id.clone(),
         recent_interactions: r.recent_interactions,
+        max_bytes: 0,
     })
 }
 

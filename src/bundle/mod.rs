@@ -55,6 +55,9 @@ pub struct BundleRequest {
     pub agent_id: String,
     /// Interactions kept verbatim; 0 = the default.
     pub recent_interactions: u32,
+    /// Most bytes of rendered text (set by the server from its message
+    /// limit, so the response fits one message); 0 = no byte limit.
+    pub max_bytes: usize,
 }
 
 impl BundleRequest {

@@ -119,10 +119,14 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
     for h in headings.iter_mut().filter_map(|(_, h)| h.as_mut()) {
         h.tokens(enc);
     }
+    let max_bytes = match req.max_bytes {
+        0 => usize::MAX,
+        n => n,
+    };
     let choices = choose(
         &mut cands,
         enc,
-        budget.saturating_sub(note_reserve),
+        (budget.saturating_sub(note_reserve), max_bytes),
         &headings,
     );
     let (text, count, (shortened, omitted)) =
@@ -374,10 +378,11 @@ fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate> {
 fn choose(
     cands: &mut [Candidate],
     enc: Encoding,
-    allowance: u64,
+    (allowance, max_bytes): (u64, usize),
     headings: &[(Section, Option<Line>)],
 ) -> Vec<Choice> {
     let mut used = 0u64;
+    let mut bytes = 0usize;
     let mut headed: HashSet<Section> = HashSet::new();
     let mut choices = Vec::with_capacity(cands.len());
     for (i, c) in cands.iter_mut().enumerate() {
@@ -391,23 +396,30 @@ fn choose(
                 .map_or(0, |h| u64::from(h.tokens.unwrap_or(0)))
         };
         let left = allowance.saturating_sub(used + head);
+        // The response carries the text and a structured copy, so the
+        // text's bytes are bounded too (a third of the message limit).
+        let fits_bytes = |line: &Line| bytes + line.text.len() <= max_bytes;
         // Stored counts are in the session's encoding; a text far over
         // what is left is not measured at all.
-        let worth_measuring = c.estimate <= left.saturating_mul(2) + 64;
+        let worth_measuring = c.estimate <= left.saturating_mul(2) + 64 && fits_bytes(&c.full);
         let mut choice = Choice::Omitted;
         if i == 0 || worth_measuring {
             let n = u64::from(c.full.tokens(enc));
             if i == 0 || n <= left {
                 used += n + head;
+                bytes += c.full.text.len();
                 choice = Choice::Full;
             }
         }
         if choice == Choice::Omitted {
             if let Some(short) = c.short.as_mut() {
-                let n = u64::from(short.tokens(enc));
-                if n <= left {
-                    used += n + head;
-                    choice = Choice::Short;
+                if bytes + short.text.len() <= max_bytes {
+                    let n = u64::from(short.tokens(enc));
+                    if n <= left {
+                        used += n + head;
+                        bytes += short.text.len();
+                        choice = Choice::Short;
+                    }
                 }
             }
         }

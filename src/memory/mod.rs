@@ -659,6 +659,9 @@ impl Memory {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
         req.validate()?;
+        // The text and its structured copy must fit one response message.
+        let mut req = req;
+        req.max_bytes = self.limits.max_message_bytes / 3;
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
         self.blocking(move |st| bundle::build(st, &ns, &id, &req))
             .await
