@@ -143,6 +143,23 @@ pub struct ManifestEntry {
     pub tokens: u32,
 }
 
+impl ManifestEntry {
+    /// An entry for `section` with nothing counted yet.
+    pub fn new(section: Section) -> ManifestEntry {
+        ManifestEntry {
+            section,
+            available: 0,
+            included: 0,
+            shortened: 0,
+            omitted: 0,
+            included_seqs: Vec::new(),
+            shortened_seqs: Vec::new(),
+            omitted_seqs: Vec::new(),
+            tokens: 0,
+        }
+    }
+}
+
 /// The accounting of a bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {

@@ -536,17 +536,7 @@ fn assemble(
     let mut sections: Vec<ManifestEntry> = Vec::new();
     for (c, &ch) in cands.iter().zip(&choices) {
         if sections.last().is_none_or(|e| e.section != c.section) {
-            sections.push(ManifestEntry {
-                section: c.section,
-                available: 0,
-                included: 0,
-                shortened: 0,
-                omitted: 0,
-                included_seqs: Vec::new(),
-                shortened_seqs: Vec::new(),
-                omitted_seqs: Vec::new(),
-                tokens: 0,
-            });
+            sections.push(ManifestEntry::new(c.section));
         }
         let e = sections.last_mut().expect("pushed above");
         e.available += 1;
@@ -587,17 +577,7 @@ fn assemble(
             .iter()
             .position(|e| e.section == Section::EarlierTurns)
             .unwrap_or_else(|| {
-                sections.push(ManifestEntry {
-                    section: Section::EarlierTurns,
-                    available: 0,
-                    included: 0,
-                    shortened: 0,
-                    omitted: 0,
-                    included_seqs: Vec::new(),
-                    shortened_seqs: Vec::new(),
-                    omitted_seqs: Vec::new(),
-                    tokens: 0,
-                });
+                sections.push(ManifestEntry::new(Section::EarlierTurns));
                 sections.len() - 1
             });
         let e = &mut sections[pos];
