@@ -375,3 +375,50 @@ async fn health_and_reflection_are_served() {
         "{names:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_large_sessions_is_cut_to_fit_one_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = config_for(&tmp.path().join("data"));
+    config.limits.max_message_bytes = 1 << 20;
+    let server = TestServer::start_with(config).await;
+    let mut c = server.client().await;
+    // 20 sessions with ~240 KB of metadata each: ~4.8 MB in all.
+    let metadata: std::collections::HashMap<String, String> = (0..60)
+        .map(|i| (format!("key-{i}"), "v".repeat(4000)))
+        .collect();
+    for i in 0..20 {
+        c.create_session(pb::CreateSessionRequest {
+            namespace: "ns".into(),
+            session_id: format!("s{i:02}"),
+            metadata: metadata.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let mut ids = Vec::new();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let page = c
+            .list_sessions(pb::ListSessionsRequest {
+                namespace: "ns".into(),
+                page_size: 100,
+                page_token: token,
+                ..Default::default()
+            })
+            .await
+            .expect("every page fits the message limit")
+            .into_inner();
+        pages += 1;
+        ids.extend(page.sessions.into_iter().map(|s| s.session_id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert!(pages >= 8, "{pages} pages");
+    assert_eq!(ids, (0..20).map(|i| format!("s{i:02}")).collect::<Vec<_>>());
+    server.stop().await;
+}

@@ -269,9 +269,27 @@ impl Memory {
         // Examine at most 10 pages' worth per call so a selective filter
         // returns a short page (with a token) instead of scanning forever.
         let scan_limit = limit * 10;
-        let page = self
+        let mut page = self
             .blocking(move |st| st.list_sessions(&ns, &filter, after.as_deref(), limit, scan_limit))
             .await?;
+        // Like turns, a page is also cut to stay under half the message
+        // limit: a session's metadata alone can reach 256 KiB.
+        let byte_budget = self.limits.max_message_bytes / 2;
+        let mut bytes = 0usize;
+        let keep = page
+            .sessions
+            .iter()
+            .take_while(|s| {
+                bytes += session_size(s);
+                bytes <= byte_budget
+            })
+            .count()
+            .max(1)
+            .min(page.sessions.len());
+        if keep < page.sessions.len() {
+            page.sessions.truncate(keep);
+            page.resume_after = page.sessions.last().map(|s| s.session_id.clone());
+        }
         Ok(Page {
             items: page.sessions,
             next_page_token: page
@@ -939,6 +957,18 @@ fn fingerprint(turns: &[NewTurn]) -> Result<[u8; 32]> {
     let bytes = postcard::to_stdvec(turns)
         .map_err(|e| Error::Internal(format!("cannot encode turns: {e}")))?;
     Ok(Sha256::digest(&bytes).into())
+}
+
+/// Rough encoded size of a session, for cutting pages under the message
+/// limit.
+fn session_size(s: &Session) -> usize {
+    let meta: usize = s.metadata.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+    256 + s.namespace.len()
+        + s.session_id.len()
+        + s.subject_id.len()
+        + s.title.len()
+        + s.owner_agent.len()
+        + meta
 }
 
 /// Rough encoded size of a turn, for cutting pages under the message limit.
