@@ -15,15 +15,6 @@ use tonic::Code;
 
 type Client = MemoryServiceClient<Channel>;
 
-fn turn(role: pb::Role, speaker: &str, content: &str) -> pb::NewTurn {
-    pb::NewTurn {
-        role: role as i32,
-        speaker: speaker.into(),
-        content: content.into(),
-        ..Default::default()
-    }
-}
-
 fn tool(
     name: &str,
     args: &str,

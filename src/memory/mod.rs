@@ -19,7 +19,7 @@ use self::types::{
     now_nanos, AppendOutcome, NewTurn, OwnerChange, PreparedAppend, Role, Session, SessionFilter,
     SessionSettings, SessionState, Turn,
 };
-use self::watch::{handoff_keys, Notice, SummaryWritten, WatchHub};
+use self::watch::{Notice, SummaryWritten, WatchHub};
 use crate::bundle::{self, Bundle, BundleRequest};
 use crate::config::{Limits, SummaryConfig};
 use crate::error::{Error, Result};
@@ -303,25 +303,20 @@ impl Memory {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
-        let mut changed = false;
-        let s = self
+        let (s, changed) = self
             .blocking(move |st| {
-                let mut was = None;
+                let mut changed = false;
                 let s = st.update_session(&ns, &id, &mut |s| {
-                    was = Some(s.state);
-                    if s.state != SessionState::Closed {
+                    changed = s.state != SessionState::Closed;
+                    if changed {
                         s.state = SessionState::Closed;
                         s.updated_at = now_nanos();
                     }
                     Ok(())
                 })?;
-                Ok((s, was))
+                Ok((s, changed))
             })
-            .await
-            .map(|(s, was)| {
-                changed = was != Some(SessionState::Closed);
-                s
-            })?;
+            .await?;
         self.commit.durable().await?;
         self.idle.track(&s);
         if changed {
@@ -342,13 +337,12 @@ impl Memory {
     pub async fn delete_session(&self, ns: &str, session_id: &str) -> Result<u64> {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
-        let ns_id = (ns, session_id);
-        let (ns, id) = (ns.to_owned(), session_id.to_owned());
-        let n = self.blocking(move |st| st.delete_session(&ns, &id)).await?;
+        let (n, i) = (ns.to_owned(), session_id.to_owned());
+        let deleted = self.blocking(move |st| st.delete_session(&n, &i)).await?;
         self.commit.durable().await?;
-        self.idle.forget(ns_id.0, ns_id.1);
-        self.hub.publish(ns_id.0, ns_id.1, Notice::Deleted);
-        Ok(n)
+        self.idle.forget(ns, session_id);
+        self.hub.publish(ns, session_id, Notice::Deleted);
+        Ok(deleted)
     }
 
     /// Appends turns; returns once they are durable on disk.
@@ -369,6 +363,19 @@ impl Memory {
             }
             validate::name("idempotency_key", k, validate::MAX_IDEMPOTENCY_KEY_BYTES)?;
         }
+        Ok(self.write_append(ns, session_id, req, None).await?.outcome)
+    }
+
+    /// Counts tokens, appends (with an ownership change for a handoff),
+    /// waits until it is durable, then tells idle tracking, watchers and
+    /// the summary scheduler. The request is already validated.
+    async fn write_append(
+        &self,
+        ns: &str,
+        session_id: &str,
+        req: AppendRequest,
+        handoff: Option<OwnerChange>,
+    ) -> Result<crate::store::Appended> {
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
         let appended = self
             .blocking(move |st| {
@@ -387,7 +394,7 @@ impl Memory {
                     idempotency_key: req.idempotency_key,
                     expected_next_seq: req.expected_next_seq,
                     lease_epoch: req.lease_epoch,
-                    handoff: None,
+                    handoff,
                     now: now_nanos(),
                 };
                 st.append_turns(&ns, &id, &prepared)
@@ -396,7 +403,7 @@ impl Memory {
         // Replays wait too: the original write may not be durable yet.
         self.commit.durable().await?;
         self.after_append(&appended);
-        Ok(appended.outcome)
+        Ok(appended)
     }
 
     /// What follows a durable append: idle deadline, watchers, summaries.
@@ -725,15 +732,14 @@ impl Memory {
             .validate()?;
         }
         let next_epoch = req.lease_epoch + 1;
-        let mut metadata = std::collections::BTreeMap::new();
-        metadata.insert(
-            crate::summarize::rules::EVENT_KEY.to_owned(),
-            handoff_keys::EVENT.to_owned(),
-        );
-        metadata.insert(handoff_keys::FROM.to_owned(), req.from_agent.clone());
-        metadata.insert(handoff_keys::TO.to_owned(), req.to_agent.clone());
-        metadata.insert(handoff_keys::REASON.to_owned(), req.reason.clone());
-        metadata.insert(handoff_keys::EPOCH.to_owned(), next_epoch.to_string());
+        let metadata = watch::HandoffEvent {
+            from_agent: req.from_agent.clone(),
+            to_agent: req.to_agent.clone(),
+            reason: req.reason.clone(),
+            lease_epoch: next_epoch,
+            seq: 0,
+        }
+        .metadata();
         let reason = if req.reason.is_empty() {
             String::new()
         } else {
@@ -754,25 +760,15 @@ impl Memory {
             from_agent: req.from_agent.clone(),
             to_agent: req.to_agent.clone(),
         };
-        let (ns_s, id_s) = (ns.to_owned(), session_id.to_owned());
+        let event = AppendRequest {
+            turns: vec![event],
+            idempotency_key: None,
+            expected_next_seq: None,
+            lease_epoch: Some(req.lease_epoch),
+        };
         let appended = self
-            .blocking(move |st| {
-                let encoding = st.get_session(&ns_s, &id_s)?.settings.encoding;
-                let prepared = PreparedAppend {
-                    token_counts: vec![tokens::count_turn(encoding, &event)],
-                    fingerprint: fingerprint(std::slice::from_ref(&event))?,
-                    turns: vec![event],
-                    idempotency_key: None,
-                    expected_next_seq: None,
-                    lease_epoch: Some(req.lease_epoch),
-                    handoff: Some(change),
-                    now: now_nanos(),
-                };
-                st.append_turns(&ns_s, &id_s, &prepared)
-            })
+            .write_append(ns, session_id, event, Some(change))
             .await?;
-        self.commit.durable().await?;
-        self.after_append(&appended);
         let event_seq = appended.outcome.last_seq;
 
         // The summary covers every turn through the event turn. It runs

@@ -90,6 +90,21 @@ pub struct HandoffEvent {
 }
 
 impl HandoffEvent {
+    /// The metadata of this handoff's event turn (read back by
+    /// [`HandoffEvent::from_turn`]; `seq` is the turn's own).
+    pub fn metadata(&self) -> std::collections::BTreeMap<String, String> {
+        [
+            (EVENT_KEY, handoff_keys::EVENT.to_owned()),
+            (handoff_keys::FROM, self.from_agent.clone()),
+            (handoff_keys::TO, self.to_agent.clone()),
+            (handoff_keys::REASON, self.reason.clone()),
+            (handoff_keys::EPOCH, self.lease_epoch.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
     /// The handoff a turn records, if it is a handoff event turn.
     pub fn from_turn(t: &Turn) -> Option<HandoffEvent> {
         if t.metadata.get(EVENT_KEY).map(String::as_str) != Some(handoff_keys::EVENT) {

@@ -130,6 +130,16 @@ pub async fn create_session(
     .expect("session in response")
 }
 
+/// A turn of `role` by `speaker`.
+pub fn turn(role: pb::Role, speaker: &str, content: &str) -> pb::NewTurn {
+    pb::NewTurn {
+        role: role as i32,
+        speaker: speaker.into(),
+        content: content.into(),
+        ..Default::default()
+    }
+}
+
 pub fn user_turn(content: &str) -> pb::NewTurn {
     pb::NewTurn {
         role: pb::Role::User as i32,
