@@ -18,6 +18,10 @@ use crate::pb;
 use crate::pb::memory_service_server::MemoryServiceServer;
 use crate::store::{MemoryStore, SledStore, Store};
 
+/// The search index's directory inside the data directory (derived data:
+/// safe to delete; it is rebuilt from the store at the next start).
+pub const SEARCH_INDEX_DIR: &str = "search-index";
+
 /// An opened daemon, ready to serve.
 pub struct Daemon {
     config: Config,
@@ -40,7 +44,17 @@ impl Daemon {
             })
             .await
             .map_err(|e| Error::Internal(format!("store open task failed: {e}")))??;
-        let memory = Memory::open(store, config.limits.clone(), config.summaries.clone()).await?;
+        let search_dir = match config.store {
+            StoreKind::Sled => Some(config.data_dir.join(SEARCH_INDEX_DIR)),
+            StoreKind::Memory => None,
+        };
+        let memory = Memory::open(
+            store,
+            config.limits.clone(),
+            config.summaries.clone(),
+            search_dir,
+        )
+        .await?;
         Ok(Daemon { config, memory })
     }
 

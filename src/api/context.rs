@@ -36,6 +36,9 @@ fn section(s: Section) -> pb::BundleSection {
     match s {
         Section::Header => pb::BundleSection::Header,
         Section::PendingActions => pb::BundleSection::PendingActions,
+        Section::CarriedActions => pb::BundleSection::CarriedActions,
+        Section::Facts => pb::BundleSection::Facts,
+        Section::Episodes => pb::BundleSection::Episodes,
         Section::OpenQuestions => pb::BundleSection::OpenQuestions,
         Section::Decisions => pb::BundleSection::Decisions,
         Section::Summary => pb::BundleSection::Summary,
@@ -108,6 +111,9 @@ impl From<Bundle> for pb::ContextBundle {
             key_facts: b.key_facts.into_iter().map(Into::into).collect(),
             recent_turns: b.recent_turns.into_iter().map(Into::into).collect(),
             earlier_turns: b.earlier_turns.into_iter().map(Into::into).collect(),
+            carried_actions: b.carried_actions.into_iter().map(Into::into).collect(),
+            facts: b.facts.into_iter().map(Into::into).collect(),
+            episodes: b.episodes.into_iter().map(Into::into).collect(),
             manifest: Some(pb::BundleManifest {
                 sections: b.manifest.sections.into_iter().map(Into::into).collect(),
                 summary_version: b.manifest.summary_version,

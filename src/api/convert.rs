@@ -54,8 +54,19 @@ pub fn settings_from(s: Option<pb::SessionSettings>) -> Result<SessionSettings> 
             )))
         }
     };
+    let fact_extraction = match pb::FactExtraction::try_from(s.fact_extraction) {
+        Ok(pb::FactExtraction::Unspecified) | Ok(pb::FactExtraction::Enabled) => true,
+        Ok(pb::FactExtraction::Disabled) => false,
+        Err(_) => {
+            return Err(Error::invalid(format!(
+                "settings.fact_extraction {} is not a known setting",
+                s.fact_extraction
+            )))
+        }
+    };
     Ok(SessionSettings {
         risk_level,
+        fact_extraction,
         summary_every_turns: if s.summary_every_turns == 0 {
             d.summary_every_turns
         } else {
@@ -177,6 +188,11 @@ impl From<Session> for pb::Session {
                 risk_level: match s.settings.risk_level {
                     RiskLevel::Normal => pb::RiskLevel::Normal,
                     RiskLevel::High => pb::RiskLevel::High,
+                } as i32,
+                fact_extraction: if s.settings.fact_extraction {
+                    pb::FactExtraction::Enabled
+                } else {
+                    pb::FactExtraction::Disabled
                 } as i32,
             }),
             state: state(s.state) as i32,

@@ -5,6 +5,7 @@
 
 pub mod context;
 pub mod convert;
+pub mod knowledge;
 pub mod summaries;
 
 use std::sync::Arc;
@@ -395,5 +396,90 @@ impl MemoryService for MemoryApi {
         }
         .instrument(span)
         .await
+    }
+
+    async fn put_fact(
+        &self,
+        request: Request<pb::PutFactRequest>,
+    ) -> Result<Response<pb::PutFactResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("PutFact", &r.namespace, "");
+        knowledge::put_fact(&self.memory, r)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn get_fact(
+        &self,
+        request: Request<pb::GetFactRequest>,
+    ) -> Result<Response<pb::GetFactResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("GetFact", &r.namespace, "");
+        knowledge::get_fact(&self.memory, r)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn list_facts(
+        &self,
+        request: Request<pb::ListFactsRequest>,
+    ) -> Result<Response<pb::ListFactsResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("ListFacts", &r.namespace, "");
+        knowledge::list_facts(&self.memory, r)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn delete_fact(
+        &self,
+        request: Request<pb::DeleteFactRequest>,
+    ) -> Result<Response<pb::DeleteFactResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("DeleteFact", &r.namespace, "");
+        knowledge::delete_fact(&self.memory, r)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn list_episodes(
+        &self,
+        request: Request<pb::ListEpisodesRequest>,
+    ) -> Result<Response<pb::ListEpisodesResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("ListEpisodes", &r.namespace, "");
+        knowledge::list_episodes(&self.memory, r)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn update_pending_action(
+        &self,
+        request: Request<pb::UpdatePendingActionRequest>,
+    ) -> Result<Response<pb::UpdatePendingActionResponse>, Status> {
+        let r = request.into_inner();
+        let sid = r.r#ref.as_ref().map_or("", |a| a.session_id.as_str());
+        let span = span("UpdatePendingAction", &r.namespace, sid);
+        knowledge::update_pending_action(&self.memory, r)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn search(
+        &self,
+        request: Request<pb::SearchRequest>,
+    ) -> Result<Response<pb::SearchResponse>, Status> {
+        let r = request.into_inner();
+        let span = span("Search", &r.namespace, &r.session_id);
+        knowledge::search(&self.memory, r)
+            .instrument(span)
+            .await
+            .map(Response::new)
     }
 }

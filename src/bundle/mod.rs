@@ -14,11 +14,18 @@
 //!
 //! Every turn through `as_of_seq` ends up covered by the summary, included
 //! (whole or shortened) or listed as omitted in the manifest.
+//!
+//! A session with a subject also brings the subject's long-term memory:
+//! pending actions carried over from its past sessions, its current facts
+//! and its past episodes, each read with a fixed cap and ranked like the
+//! summary's items.
 
 pub mod compress;
 mod pack;
 
 use crate::error::{Error, Result};
+use crate::memory::episodes::{apply_overrides, CarriedAction, Episode};
+use crate::memory::facts::{Fact, FactFilter};
 use crate::memory::types::{Encoding, Role, Session, Turn};
 use crate::store::Store;
 use crate::summarize::model::{Decision, KeyFact, OpenQuestion, PendingAction};
@@ -103,6 +110,8 @@ pub enum Section {
     Header,
     /// Pending actions not done.
     PendingActions,
+    /// Pending actions of the subject's past sessions.
+    CarriedActions,
     /// Open questions.
     OpenQuestions,
     /// Decisions.
@@ -111,8 +120,12 @@ pub enum Section {
     Summary,
     /// Key facts.
     KeyFacts,
+    /// The subject's current facts.
+    Facts,
     /// Recent turns, verbatim.
     RecentTurns,
+    /// The subject's past sessions.
+    Episodes,
     /// Older unsummarized turns, shortened.
     EarlierTurns,
 }
@@ -220,6 +233,12 @@ pub struct Bundle {
     pub recent_turns: Vec<Turn>,
     /// Shortened turns, oldest first.
     pub earlier_turns: Vec<CompressedTurn>,
+    /// Carried-over actions that fit.
+    pub carried_actions: Vec<CarriedAction>,
+    /// The subject's facts that fit.
+    pub facts: Vec<Fact>,
+    /// The subject's past episodes that fit.
+    pub episodes: Vec<Episode>,
     /// What was included, shortened and left out.
     pub manifest: Manifest,
 }
@@ -237,6 +256,66 @@ struct Inputs {
     /// Unsummarized turns older than those, not read: the budget could not
     /// reach them.
     unread: Option<SeqRange>,
+    /// The subject's long-term memory (empty without a subject).
+    memory: SubjectMemory,
+}
+
+/// What a bundle shows of the subject beyond this session.
+#[derive(Debug, Default)]
+struct SubjectMemory {
+    /// Pending actions of other sessions, not done.
+    carried: Vec<CarriedAction>,
+    /// Current facts, oldest first.
+    facts: Vec<Fact>,
+    /// Other sessions' episodes, newest first.
+    episodes: Vec<Episode>,
+}
+
+/// Most carried actions a bundle considers.
+const MAX_CARRIED: usize = 50;
+/// Most facts a bundle considers (the newest are kept when more exist).
+const MAX_FACTS: usize = 200;
+/// Most past episodes a bundle considers (the newest).
+const MAX_EPISODES: usize = 20;
+
+fn subject_memory(store: &dyn Store, session: &Session) -> Result<SubjectMemory> {
+    let (ns, subject) = (&session.namespace, &session.subject_id);
+    if subject.is_empty() {
+        return Ok(SubjectMemory::default());
+    }
+    let mine = |sid: &str| sid == session.session_id;
+    let mut carried = store.carried_actions(ns, subject, MAX_CARRIED + 1)?;
+    carried.retain(|c| !mine(&c.action_ref.session_id));
+    carried.truncate(MAX_CARRIED);
+    // Facts come oldest first; keep the newest MAX_FACTS by reading pages.
+    let filter = FactFilter {
+        subject_id: Some(subject.clone()),
+        ..FactFilter::default()
+    };
+    let mut facts: std::collections::VecDeque<Fact> = Default::default();
+    let mut after: Option<String> = None;
+    for _ in 0..20 {
+        let (page, resume) =
+            store.list_facts(ns, &filter, after.as_deref(), MAX_FACTS, MAX_FACTS * 4)?;
+        for f in page {
+            if facts.len() == MAX_FACTS {
+                facts.pop_front();
+            }
+            facts.push_back(f);
+        }
+        match resume {
+            Some(r) => after = Some(r),
+            None => break,
+        }
+    }
+    let mut episodes = store.list_episodes(ns, subject, None, MAX_EPISODES + 1)?;
+    episodes.retain(|e| !mine(&e.session_id));
+    episodes.truncate(MAX_EPISODES);
+    Ok(SubjectMemory {
+        carried,
+        facts: facts.into(),
+        episodes,
+    })
 }
 
 /// Builds a bundle of a session (blocking: reads the store and tokenizes).
@@ -249,12 +328,18 @@ pub fn build(store: &dyn Store, ns: &str, session_id: &str, req: &BundleRequest)
 fn gather(store: &dyn Store, ns: &str, session_id: &str, req: &BundleRequest) -> Result<Inputs> {
     // The summary first, then the session: the summary then never covers
     // a turn the session snapshot does not have.
-    let summary = match store.get_summary(ns, session_id, 0) {
+    let mut summary = match store.get_summary(ns, session_id, 0) {
         Ok(s) => Some(s),
         Err(Error::NotFound(_)) => None,
         Err(e) => return Err(e),
     };
     let session = store.get_session(ns, session_id)?;
+    if let Some(s) = summary.as_mut() {
+        // Statuses a client set since (UpdatePendingAction) win.
+        let overrides = store.action_statuses(ns, session_id)?;
+        apply_overrides(&mut s.pending_actions, &overrides);
+    }
+    let memory = subject_memory(store, &session)?;
     let as_of = session.last_seq();
     let covered = summary
         .as_ref()
@@ -311,5 +396,6 @@ fn gather(store: &dyn Store, ns: &str, session_id: &str, req: &BundleRequest) ->
         recent,
         earlier,
         unread,
+        memory,
     })
 }

@@ -1,7 +1,8 @@
-//! Fitting a bundle into its budget. Every candidate line (a summary item
-//! or a turn) is offered in priority order: header, pending actions, open
-//! questions, decisions, summary, key facts, recent turns (newest first),
-//! earlier turns (newest first). A line is taken whole if it fits, else in
+//! Fitting a bundle into its budget. Every candidate line (a summary item,
+//! a turn, or an item of the subject's memory) is offered in priority
+//! order: header, pending actions, carried-over actions, open questions,
+//! decisions, summary, key facts, the subject's facts, recent turns (newest
+//! first), past episodes, earlier turns (newest first). A line is taken whole if it fits, else in
 //! its short form if it has one, else left out and counted in the manifest.
 //!
 //! Counting is exact and additive: every line ends with a newline and no
@@ -18,6 +19,8 @@ use super::compress;
 use super::{
     Bundle, BundleRequest, CompressedTurn, Inputs, Manifest, ManifestEntry, Section, SeqRange,
 };
+use crate::memory::episodes::{CarriedAction, Episode};
+use crate::memory::facts::Fact;
 use crate::memory::types::{Encoding, Role, SessionState, Turn};
 use crate::summarize::model::ActionStatus;
 use crate::summarize::{render, SessionSummary};
@@ -76,23 +79,29 @@ fn heading(section: Section) -> &'static str {
     match section {
         Section::Header => "",
         Section::PendingActions => "## Pending actions",
+        Section::CarriedActions => "## Pending actions from earlier sessions",
         Section::OpenQuestions => "## Open questions",
         Section::Decisions => "## Decisions",
         Section::Summary => "## Summary",
         Section::KeyFacts => "## Key facts",
+        Section::Facts => "## Known facts about the subject",
+        Section::Episodes => "## Earlier sessions",
         Section::RecentTurns => "## Recent turns (verbatim)",
         Section::EarlierTurns => EARLIER_HEADING,
     }
 }
 
 /// Sections in reading order.
-const READING_ORDER: [Section; 8] = [
+const READING_ORDER: [Section; 11] = [
     Section::Header,
     Section::Summary,
     Section::PendingActions,
+    Section::CarriedActions,
     Section::OpenQuestions,
     Section::Decisions,
     Section::KeyFacts,
+    Section::Facts,
+    Section::Episodes,
     Section::EarlierTurns,
     Section::RecentTurns,
 ];
@@ -316,6 +325,121 @@ fn summary_candidates(s: &SessionSummary, req: &BundleRequest, out: &mut Vec<Can
     }
 }
 
+/// One line of text (newlines folded): a stored fact or episode may hold
+/// any characters.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A carried action: the action in its own words and where it came from
+/// (its evidence seqs are another session's).
+fn carried_line(c: &CarriedAction) -> String {
+    let a = &c.action;
+    let due = if a.deadline.is_empty() {
+        String::new()
+    } else {
+        format!(", due {}", a.deadline)
+    };
+    format!(
+        "- {} (owner {}{due}, {}) — from session {} [#{}]",
+        one_line(&a.action),
+        a.owner,
+        render::status(a.status),
+        c.action_ref.session_id,
+        c.action_ref.action_seq
+    )
+}
+
+fn fact_item_line(f: &Fact) -> String {
+    if f.key.is_empty() {
+        format!("- {}", one_line(&f.text))
+    } else {
+        format!("- {}: {}", f.key, one_line(&f.text))
+    }
+}
+
+/// An episode in full (topic, outcome, prose, still-pending actions) and
+/// its short form (topic and outcome only).
+fn episode_lines(e: &Episode) -> (String, String) {
+    let (y, m, d) =
+        crate::summarize::rules::civil_from_days(e.ended_at.div_euclid(86_400_000_000_000));
+    let day = format!("{y:04}-{m:02}-{d:02}");
+    let head = format!(
+        "- Session {} (ended {day}, {}): {}",
+        e.session_id,
+        render::outcome(e.outcome),
+        one_line(if e.topic.is_empty() {
+            &e.user_intent
+        } else {
+            &e.topic
+        })
+    );
+    let mut full = head.clone();
+    if !e.prose.trim().is_empty() {
+        full.push_str(&format!(". {}", one_line(&e.prose)));
+    }
+    if !e.pending_actions.is_empty() {
+        let still: Vec<String> = e
+            .pending_actions
+            .iter()
+            .map(|a| one_line(&a.action))
+            .collect();
+        full.push_str(&format!(". Still pending: {}", still.join("; ")));
+    }
+    (full, head)
+}
+
+/// The subject's memory: carried actions, facts and episodes, ranked by
+/// the query (or, without one, by the latest turns).
+fn memory_candidates(inputs: &Inputs, req: &BundleRequest, out: &mut Vec<Candidate>) {
+    let m = &inputs.memory;
+    let query = if req.query.trim().is_empty() {
+        let recent: Vec<&str> = inputs
+            .recent
+            .iter()
+            .rev()
+            .take(4)
+            .map(|t| t.content.as_str())
+            .collect();
+        words(&recent.join(" "))
+    } else {
+        words(&req.query)
+    };
+    let texts: Vec<String> = m.carried.iter().map(carried_line).collect();
+    let order = ranked(&texts, &query, |i| {
+        let a = &m.carried[i].action;
+        (!req.agent_id.is_empty() && a.owner == req.agent_id, 0)
+    });
+    for i in order {
+        out.push(item(Section::CarriedActions, i, texts[i].clone()));
+    }
+    let texts: Vec<String> = m.facts.iter().map(fact_item_line).collect();
+    for i in ranked(&texts, &query, |_| (false, 0)) {
+        out.push(item(Section::Facts, i, texts[i].clone()));
+    }
+}
+
+fn episode_candidates(inputs: &Inputs, req: &BundleRequest, out: &mut Vec<Candidate>) {
+    let eps = &inputs.memory.episodes;
+    let query = words(&req.query);
+    // Newest first in the input; `ranked` breaks ties newest-index first,
+    // so rank over the reversed list.
+    let lines: Vec<(String, String)> = eps.iter().rev().map(episode_lines).collect();
+    let texts: Vec<String> = lines.iter().map(|(f, _)| f.clone()).collect();
+    for i in ranked(&texts, &query, |_| (false, 0)) {
+        let (full, short) = &lines[i];
+        out.push(Candidate {
+            section: Section::Episodes,
+            // Display newest first: key by position in the input.
+            key: (eps.len() - 1 - i) as u64,
+            estimate: 0,
+            full: Line::new(full.clone()),
+            short: (short != full).then(|| Line::new(short.clone())),
+            short_lossy: true,
+        });
+    }
+}
+
 /// Every candidate, in priority order. The first is the header's first
 /// line, which is always kept.
 fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate> {
@@ -365,9 +489,11 @@ fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate> {
     if let Some(sum) = &inputs.summary {
         summary_candidates(sum, req, &mut out);
     }
+    memory_candidates(inputs, req, &mut out);
     for t in inputs.recent.iter().rev() {
         out.push(turn_candidate(Section::RecentTurns, t));
     }
+    episode_candidates(inputs, req, &mut out);
     for t in inputs.earlier.iter().rev() {
         out.push(turn_candidate(Section::EarlierTurns, t));
     }
@@ -532,6 +658,7 @@ fn assemble(
         recent,
         earlier,
         unread,
+        memory,
     } = inputs;
     let mut sections: Vec<ManifestEntry> = Vec::new();
     for (c, &ch) in cands.iter().zip(&choices) {
@@ -611,6 +738,9 @@ fn assemble(
         key_facts: Vec::new(),
         recent_turns: Vec::new(),
         earlier_turns: Vec::new(),
+        carried_actions: Vec::new(),
+        facts: Vec::new(),
+        episodes: Vec::new(),
         manifest: Manifest {
             complete: shortened == 0 && omitted == 0,
             sections,
@@ -646,6 +776,15 @@ fn assemble(
                 bundle.prose = s.prose.clone();
             }
         }
+    }
+    for (k, _) in chosen(Section::CarriedActions) {
+        bundle.carried_actions.push(memory.carried[k as usize].clone());
+    }
+    for (k, _) in chosen(Section::Facts) {
+        bundle.facts.push(memory.facts[k as usize].clone());
+    }
+    for (k, _) in chosen(Section::Episodes) {
+        bundle.episodes.push(memory.episodes[k as usize].clone());
     }
     let by_seq: std::collections::HashMap<u64, &Turn> =
         recent.iter().chain(&earlier).map(|t| (t.seq, t)).collect();

@@ -3,7 +3,10 @@
 //! writes only once they are durable (group commit). It never sees gRPC
 //! types; `api` converts to and from them.
 
+pub mod episodes;
+pub mod facts;
 pub mod idle;
+pub mod long_term;
 pub mod page;
 pub mod types;
 pub mod validate;
@@ -21,6 +24,8 @@ use self::types::{
 };
 use self::watch::{Notice, SummaryWritten, WatchHub};
 use crate::bundle::{self, Bundle, BundleRequest};
+use crate::search::indexer::Indexer;
+use crate::search::SearchIndex;
 use crate::config::{Limits, SummaryConfig};
 use crate::error::{Error, Result};
 use crate::store::commit::GroupCommit;
@@ -114,6 +119,8 @@ const IDLE_SWEEP_BATCH: usize = 256;
 /// Working memory: the domain API over a store.
 pub struct Memory {
     store: Arc<dyn Store>,
+    search: Arc<SearchIndex>,
+    indexer: Arc<Indexer>,
     commit: Arc<GroupCommit>,
     summaries: Scheduler,
     limits: Limits,
@@ -123,14 +130,23 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// Wraps `store`, starting its group-commit thread, summary worker and
-    /// idle sweeper, and queues the summaries and idle deadlines the stored
+    /// Wraps `store`, starting its group-commit thread, summary worker,
+    /// idle sweeper and search indexer (over the index in `search_dir`, in
+    /// memory when `None`; rebuilt from the store when missing or
+    /// damaged), and queues the summaries and idle deadlines the stored
     /// sessions show. Must be called inside a tokio runtime.
     pub async fn open(
         store: Arc<dyn Store>,
         limits: Limits,
         summaries: SummaryConfig,
+        search_dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<Self>> {
+        let (search, rebuild) =
+            tokio::task::spawn_blocking(move || SearchIndex::open(search_dir.as_deref()))
+                .await
+                .map_err(|e| Error::Internal(format!("opening the search index failed: {e}")))??;
+        let search = Arc::new(search);
+        let indexer = Arc::new(Indexer::start(store.clone(), search.clone(), rebuild));
         let commit = Arc::new(GroupCommit::start(store.clone(), limits.sync_queue)?);
         let hub = Arc::new(WatchHub::new(
             limits.watch_buffer,
@@ -139,6 +155,8 @@ impl Memory {
         let summaries = Scheduler::start(store.clone(), commit.clone(), hub.clone(), summaries);
         let memory = Arc::new(Memory {
             store,
+            search,
+            indexer,
             commit,
             summaries,
             limits,
@@ -192,7 +210,13 @@ impl Memory {
             let _ = s.await;
         }
         self.summaries.shutdown().await;
-        self.sync().await
+        self.sync().await?;
+        // The outbox keeps whatever the indexer has not applied yet.
+        let indexer = self.indexer.clone();
+        tokio::task::spawn_blocking(move || indexer.stop())
+            .await
+            .map_err(|e| Error::Internal(format!("stopping the indexer failed: {e}")))
+
     }
 
     /// The group-commit handle (its counters show syncs per request).
@@ -342,6 +366,7 @@ impl Memory {
         self.commit.durable().await?;
         self.idle.forget(ns, session_id);
         self.hub.publish(ns, session_id, Notice::Deleted);
+        self.indexer.nudge();
         Ok(deleted)
     }
 
@@ -432,6 +457,7 @@ impl Memory {
             },
         );
         self.summaries.maybe_schedule(session, None);
+        self.indexer.nudge();
     }
 
     /// Lists turns by seq range, oldest first, paginated. A page is also

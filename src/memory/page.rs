@@ -17,6 +17,10 @@ pub enum PageToken {
     AuditAfter(u64),
     /// Review queue: continue after this review id.
     ReviewsAfter(String),
+    /// Facts: continue after this fact id.
+    FactsAfter(String),
+    /// Episodes (newest first): continue after this end time and session.
+    EpisodesAfter(i64, String),
 }
 
 impl PageToken {
@@ -28,6 +32,8 @@ impl PageToken {
             PageToken::SummariesAtMost(v) => format!("m1:{v}"),
             PageToken::AuditAfter(n) => format!("a1:{n}"),
             PageToken::ReviewsAfter(id) => format!("r1:{id}"),
+            PageToken::FactsAfter(id) => format!("f1:{id}"),
+            PageToken::EpisodesAfter(t, id) => format!("e1:{t}:{id}"),
         };
         raw.bytes().map(|b| format!("{b:02x}")).collect()
     }
@@ -71,6 +77,14 @@ impl PageToken {
         if let Some(id) = raw.strip_prefix("r1:") {
             return Ok(Some(PageToken::ReviewsAfter(id.to_owned())));
         }
+        if let Some(id) = raw.strip_prefix("f1:") {
+            return Ok(Some(PageToken::FactsAfter(id.to_owned())));
+        }
+        if let Some(rest) = raw.strip_prefix("e1:") {
+            let (t, id) = rest.split_once(':').ok_or_else(bad)?;
+            let t = t.parse().map_err(|_| bad())?;
+            return Ok(Some(PageToken::EpisodesAfter(t, id.to_owned())));
+        }
         Err(bad())
     }
 }
@@ -84,6 +98,8 @@ mod tests {
         for t in [
             PageToken::SessionsAfter("01ABC".into()),
             PageToken::TurnsFrom(42),
+            PageToken::FactsAfter("01F".into()),
+            PageToken::EpisodesAfter(-5, "s:1".into()),
         ] {
             assert_eq!(PageToken::decode(&t.encode()).unwrap(), Some(t));
         }

@@ -73,6 +73,8 @@ pub struct SessionSettings {
     pub encoding: Encoding,
     /// Review policy for summaries.
     pub risk_level: RiskLevel,
+    /// Whether facts are extracted from the session's summaries and turns.
+    pub fact_extraction: bool,
 }
 
 impl Default for SessionSettings {
@@ -83,6 +85,7 @@ impl Default for SessionSettings {
             idle_timeout_seconds: 1800,
             encoding: Encoding::Cl100kBase,
             risk_level: RiskLevel::Normal,
+            fact_extraction: true,
         }
     }
 }
@@ -122,6 +125,9 @@ pub struct Session {
     pub lease_epoch: u64,
     /// Last append (or creation); the idle timeout counts from here.
     pub last_active_at: UnixNanos,
+    /// The summary version the session's episode was made from (0 = no
+    /// episode yet). A stopped session whose summary is newer is due one.
+    pub episode_version: u64,
 }
 
 impl Session {
@@ -150,6 +156,7 @@ impl Session {
             owner_agent: String::new(),
             lease_epoch: 1,
             last_active_at: now,
+            episode_version: 0,
         }
     }
 

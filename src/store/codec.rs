@@ -12,10 +12,13 @@ pub const FORMAT_V1: u8 = 1;
 /// Sessions gained `owner_agent`, `lease_epoch` and `last_active_at`
 /// (every other record is laid out as in V1).
 pub const FORMAT_V2: u8 = 2;
+/// Session settings gained `fact_extraction` and sessions
+/// `episode_version`; facts, episodes and the index outbox appeared.
+pub const FORMAT_V3: u8 = 3;
 /// The format new records are written in. Bump it when a stored type
 /// changes incompatibly, and keep a decoder for every older format (see
 /// `store::legacy`).
-pub const FORMAT_CURRENT: u8 = FORMAT_V2;
+pub const FORMAT_CURRENT: u8 = FORMAT_V3;
 const HEADER: usize = 5;
 
 /// Encodes a value into a checksummed envelope.

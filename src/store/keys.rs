@@ -11,7 +11,19 @@
 //! F <ns> 0x00 <session_id>                         -> FoldRecord (latest)
 //! A <ns> 0x00 <session_id> 0x00 <audit_seq: u64 BE> -> AuditRecord
 //! R <ns> 0x00 <review_id>                          -> ReviewItem
+//! K <ns> 0x00 <fact_id>                            -> Fact (every version)
+//! V <ns> 0x00 <subject_id> 0x00 <fact_id>          -> (empty) facts of a subject
+//! Y <ns> 0x00 <subject_id> 0x00 <key>              -> fact id: current fact of a key
+//! H <ns> 0x00 <subject_id> 0x00 <words hash>       -> fact id: current unkeyed fact
+//! E <ns> 0x00 <subject_id> 0x00 <!ended: u64 BE> 0x00 <session_id> -> Episode
+//! P <ns> 0x00 <session_id>                         -> key of the session's episode
+//! O <ns> 0x00 <subject_id> 0x00 <session_id> 0x00 <action_seq: u64 BE> -> CarriedAction
+//! Q <ns> 0x00 <session_id> 0x00 <action_seq: u64 BE> -> ActionStatus set by a client
+//! L <change id: u64 BE>                            -> IndexChange (search outbox)
 //! ```
+//!
+//! Episodes sort newest first within a subject: their time component is
+//! the bitwise complement of the end time.
 //!
 //! Invariant relied on for prefix scans: namespaces, session ids and
 //! subject ids never contain 0x00 (validation rejects control characters).
@@ -34,6 +46,24 @@ pub const FOLD: u8 = b'F';
 pub const AUDIT: u8 = b'A';
 /// Tag byte of review items.
 pub const REVIEW: u8 = b'R';
+/// Tag byte of fact versions.
+pub const FACT: u8 = b'K';
+/// Tag byte of the facts-of-a-subject index.
+pub const SUBJECT_FACT: u8 = b'V';
+/// Tag byte of the current-fact-of-a-key pointers.
+pub const FACT_KEY: u8 = b'Y';
+/// Tag byte of the current-unkeyed-fact-by-words pointers.
+pub const FACT_WORDS: u8 = b'H';
+/// Tag byte of episodes.
+pub const EPISODE: u8 = b'E';
+/// Tag byte of the session-to-episode pointers.
+pub const EPISODE_OF: u8 = b'P';
+/// Tag byte of carried-over pending actions.
+pub const CARRIED: u8 = b'O';
+/// Tag byte of client-set action statuses.
+pub const ACTION_STATUS: u8 = b'Q';
+/// Tag byte of the search-index outbox.
+pub const CHANGE: u8 = b'L';
 
 fn key(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
     let len = 1 + parts.iter().map(|p| p.len() + 1).sum::<usize>();
@@ -152,6 +182,130 @@ pub fn reviews_of(ns: &str) -> Vec<u8> {
     k
 }
 
+/// The prefix of every key under `parts` (the key plus a separator).
+fn prefix(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+    let mut k = key(tag, parts);
+    k.push(0);
+    k
+}
+
+/// Key of a fact version.
+pub fn fact(ns: &str, fact_id: &str) -> Vec<u8> {
+    key(FACT, &[ns.as_bytes(), fact_id.as_bytes()])
+}
+
+/// Prefix of every fact of a namespace.
+pub fn facts_of(ns: &str) -> Vec<u8> {
+    prefix(FACT, &[ns.as_bytes()])
+}
+
+/// Key of a facts-of-a-subject index entry.
+pub fn subject_fact(ns: &str, subject_id: &str, fact_id: &str) -> Vec<u8> {
+    key(
+        SUBJECT_FACT,
+        &[ns.as_bytes(), subject_id.as_bytes(), fact_id.as_bytes()],
+    )
+}
+
+/// Prefix of the fact index entries of one subject.
+pub fn subject_facts_of(ns: &str, subject_id: &str) -> Vec<u8> {
+    prefix(SUBJECT_FACT, &[ns.as_bytes(), subject_id.as_bytes()])
+}
+
+/// Key of the pointer to the current fact of `fact_key`.
+pub fn fact_key(ns: &str, subject_id: &str, fact_key: &str) -> Vec<u8> {
+    key(
+        FACT_KEY,
+        &[ns.as_bytes(), subject_id.as_bytes(), fact_key.as_bytes()],
+    )
+}
+
+/// Key of the pointer to the current unkeyed fact with these normalized
+/// words (hashed: a fact may be 4 KiB).
+pub fn fact_words(ns: &str, subject_id: &str, normalized: &str) -> Vec<u8> {
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(normalized.as_bytes());
+    key(
+        FACT_WORDS,
+        &[ns.as_bytes(), subject_id.as_bytes(), hash.as_slice()],
+    )
+}
+
+/// Key of an episode.
+pub fn episode(ns: &str, subject_id: &str, ended_at: i64, session_id: &str) -> Vec<u8> {
+    // Complemented so that later episodes sort first.
+    let rev = !(ended_at as u64);
+    key(
+        EPISODE,
+        &[
+            ns.as_bytes(),
+            subject_id.as_bytes(),
+            &rev.to_be_bytes(),
+            session_id.as_bytes(),
+        ],
+    )
+}
+
+/// Prefix of a subject's episodes (newest first).
+pub fn episodes_of(ns: &str, subject_id: &str) -> Vec<u8> {
+    prefix(EPISODE, &[ns.as_bytes(), subject_id.as_bytes()])
+}
+
+/// Key of the pointer from a session to its episode's key.
+pub fn episode_of(ns: &str, session_id: &str) -> Vec<u8> {
+    key(EPISODE_OF, &[ns.as_bytes(), session_id.as_bytes()])
+}
+
+/// Key of a carried action.
+pub fn carried(ns: &str, subject_id: &str, session_id: &str, action_seq: u64) -> Vec<u8> {
+    key(
+        CARRIED,
+        &[
+            ns.as_bytes(),
+            subject_id.as_bytes(),
+            session_id.as_bytes(),
+            &action_seq.to_be_bytes(),
+        ],
+    )
+}
+
+/// Prefix of a subject's carried actions.
+pub fn carried_of_subject(ns: &str, subject_id: &str) -> Vec<u8> {
+    prefix(CARRIED, &[ns.as_bytes(), subject_id.as_bytes()])
+}
+
+/// Prefix of the carried actions of one session.
+pub fn carried_of_session(ns: &str, subject_id: &str, session_id: &str) -> Vec<u8> {
+    prefix(
+        CARRIED,
+        &[ns.as_bytes(), subject_id.as_bytes(), session_id.as_bytes()],
+    )
+}
+
+/// Key of a client-set action status.
+pub fn action_status(ns: &str, session_id: &str, action_seq: u64) -> Vec<u8> {
+    key(
+        ACTION_STATUS,
+        &[
+            ns.as_bytes(),
+            session_id.as_bytes(),
+            &action_seq.to_be_bytes(),
+        ],
+    )
+}
+
+/// Prefix of a session's client-set action statuses.
+pub fn action_statuses_of(ns: &str, session_id: &str) -> Vec<u8> {
+    prefix(ACTION_STATUS, &[ns.as_bytes(), session_id.as_bytes()])
+}
+
+/// Key of a search-outbox entry.
+pub fn change(id: u64) -> Vec<u8> {
+    let mut k = vec![CHANGE];
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
 /// The seq of a turn key (its last eight bytes), 0 if the key is short.
 pub fn seq_of(key: &[u8]) -> u64 {
     key.len()
@@ -189,5 +343,15 @@ mod tests {
     fn last_component_extracts_ids() {
         assert_eq!(last_component(&session("ns", "abc")), b"abc");
         assert_eq!(last_component(&subject("ns", "u", "sid")), b"sid");
+    }
+
+    #[test]
+    fn episodes_sort_newest_first_within_their_subject() {
+        let old = episode("ns", "u", 1_000, "s1");
+        let new = episode("ns", "u", 2_000, "s2");
+        assert!(new < old);
+        let p = episodes_of("ns", "u");
+        assert!(old.starts_with(&p) && new.starts_with(&p));
+        assert!(!episode("ns", "u2", 1, "s").starts_with(&p));
     }
 }

@@ -8,6 +8,7 @@ use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard};
 
 use super::engine::{Batch, Engine, MemoryEngine, SledEngine, Write};
+use super::long_term::{ChangeLog, IndexChange};
 use super::{
     codec, keys, legacy, plan_append, AppendPlan, Appended, IdempotencyRecord, SessionPage,
     SessionScan, Store,
@@ -26,6 +27,8 @@ const DELETE_CHUNK: usize = 4096;
 pub struct KvStore<E: Engine> {
     engine: E,
     stripes: Vec<Mutex<()>>,
+    /// Ids and backlog of the search outbox.
+    pub(super) changes: ChangeLog,
 }
 
 /// The durable default: a `KvStore` on sled.
@@ -49,9 +52,16 @@ impl Default for MemoryStore {
 impl<E: Engine> KvStore<E> {
     /// Wraps an engine.
     pub fn new(engine: E) -> Self {
+        let changes = ChangeLog::recover(&engine).unwrap_or_else(|e| {
+            // Reads failing here fail every request too; the outbox ids
+            // still start from the clock, so they stay unique.
+            tracing::error!(error = %e, "cannot read the search outbox");
+            ChangeLog::default()
+        });
         KvStore {
             engine,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            changes,
         }
     }
 
@@ -93,7 +103,7 @@ impl<E: Engine> KvStore<E> {
     /// `after`, keeps what `examine` returns (with the id it names), and
     /// stops at `limit` kept or `scan_limit` examined. The second value is
     /// the last id examined when more candidates follow (where to resume).
-    fn filtered_page<T>(
+    pub(super) fn filtered_page<T>(
         &self,
         after: Option<&[u8]>,
         prefix: &[u8],
@@ -138,6 +148,7 @@ impl<E: Engine> KvStore<E> {
     /// the session's lock.
     fn purge_records(&self, ns: &str, session_id: &str) -> Result<u64> {
         let turns = self.delete_prefix(&keys::turns_of(ns, session_id))?;
+        self.delete_prefix(&keys::action_statuses_of(ns, session_id))?;
         self.delete_prefix(&keys::idempotency_of(ns, session_id))?;
         self.delete_prefix(&keys::summaries_of(ns, session_id))?;
         self.delete_prefix(&keys::audits_of(ns, session_id))?;
@@ -279,11 +290,31 @@ impl<E: Engine> Store for KvStore<E> {
         // from then on the session is gone for every reader, and the
         // remaining records (removed in bounded batches below) are
         // unreachable even if a crash interrupts the cleanup.
+        // Its episode and carried actions go in the same batch (they are
+        // what other sessions of the subject see), and the search index is
+        // told to forget the session.
         let mut batch: Batch = vec![Write::Delete(keys::session(ns, session_id))];
         if let Some(s) = session.as_ref().filter(|s| !s.subject_id.is_empty()) {
             batch.push(Write::Delete(keys::subject(ns, &s.subject_id, session_id)));
+            for (k, _) in self.engine.scan(
+                Bound::Unbounded,
+                &keys::carried_of_session(ns, &s.subject_id, session_id),
+                usize::MAX,
+            )? {
+                batch.push(Write::Delete(k));
+            }
         }
+        let pointer = keys::episode_of(ns, session_id);
+        if let Some(episode_key) = self.engine.get(&pointer)? {
+            batch.push(Write::Delete(episode_key));
+            batch.push(Write::Delete(pointer));
+        }
+        batch.push(self.changes.entry(&IndexChange::SessionDeleted {
+            namespace: ns.to_owned(),
+            session_id: session_id.to_owned(),
+        })?);
         self.engine.apply(batch)?;
+        self.changes.committed(1);
         self.purge_records(ns, session_id)
     }
 
@@ -316,7 +347,7 @@ impl<E: Engine> Store for KvStore<E> {
                 session,
                 outcome,
             } => {
-                let mut batch: Batch = Vec::with_capacity(turns.len() + 2);
+                let mut batch: Batch = Vec::with_capacity(turns.len() + 3);
                 for t in &turns {
                     batch.push(Write::Put(
                         keys::turn(ns, session_id, t.seq),
@@ -334,7 +365,14 @@ impl<E: Engine> Store for KvStore<E> {
                     keys::session(ns, session_id),
                     codec::encode(&session)?,
                 ));
+                batch.push(self.changes.entry(&IndexChange::Turns {
+                    namespace: ns.to_owned(),
+                    session_id: session_id.to_owned(),
+                    first_seq: outcome.first_seq,
+                    last_seq: outcome.last_seq,
+                })?);
                 self.engine.apply(batch)?;
+                self.changes.committed(1);
                 Ok(Appended {
                     outcome,
                     session: *session,

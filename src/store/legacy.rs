@@ -5,11 +5,37 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::codec::{self, FORMAT_V1};
+use super::codec::{self, FORMAT_V1, FORMAT_V2};
 use crate::error::Result;
-use crate::memory::types::{Session, SessionSettings, SessionState, SummaryProgress, UnixNanos};
+use crate::memory::types::{
+    Encoding, RiskLevel, Session, SessionSettings, SessionState, SummaryProgress, UnixNanos,
+};
+
+/// Session settings as formats 1 and 2 stored them (before fact
+/// extraction could be turned off).
+#[derive(Serialize, Deserialize)]
+struct SettingsV1 {
+    summary_every_turns: u32,
+    context_limit_tokens: u64,
+    idle_timeout_seconds: u32,
+    encoding: Encoding,
+    risk_level: RiskLevel,
+}
+
+impl From<SettingsV1> for SessionSettings {
+    fn from(v: SettingsV1) -> SessionSettings {
+        SessionSettings {
+            summary_every_turns: v.summary_every_turns,
+            context_limit_tokens: v.context_limit_tokens,
+            idle_timeout_seconds: v.idle_timeout_seconds,
+            encoding: v.encoding,
+            risk_level: v.risk_level,
+            fact_extraction: true,
+        }
+    }
+}
 
 /// A session as format 1 stored it (before ownership and idle tracking).
 #[derive(Deserialize)]
@@ -19,7 +45,7 @@ struct SessionV1 {
     subject_id: String,
     title: String,
     metadata: BTreeMap<String, String>,
-    settings: SessionSettings,
+    settings: SettingsV1,
     state: SessionState,
     turn_count: u64,
     next_seq: u64,
@@ -29,15 +55,44 @@ struct SessionV1 {
     summary: SummaryProgress,
 }
 
+/// A session as format 2 stored it (before fact extraction settings and
+/// episodes).
+#[derive(Deserialize)]
+struct SessionV2 {
+    v1: SessionV1,
+    owner_agent: String,
+    lease_epoch: u64,
+    last_active_at: UnixNanos,
+}
+
 impl From<SessionV1> for Session {
     fn from(v: SessionV1) -> Session {
+        // Format 1 changed `updated_at` only on appends and close.
+        let last_active_at = v.updated_at;
+        Session::from(SessionV2 {
+            v1: v,
+            owner_agent: String::new(),
+            lease_epoch: 1,
+            last_active_at,
+        })
+    }
+}
+
+impl From<SessionV2> for Session {
+    fn from(v: SessionV2) -> Session {
+        let SessionV2 {
+            v1: v,
+            owner_agent,
+            lease_epoch,
+            last_active_at,
+        } = v;
         Session {
             namespace: v.namespace,
             session_id: v.session_id,
             subject_id: v.subject_id,
             title: v.title,
             metadata: v.metadata,
-            settings: v.settings,
+            settings: v.settings.into(),
             state: v.state,
             turn_count: v.turn_count,
             next_seq: v.next_seq,
@@ -45,10 +100,12 @@ impl From<SessionV1> for Session {
             created_at: v.created_at,
             updated_at: v.updated_at,
             summary: v.summary,
-            owner_agent: String::new(),
-            lease_epoch: 1,
-            // Format 1 changed `updated_at` only on appends and close.
-            last_active_at: v.updated_at,
+            owner_agent,
+            lease_epoch,
+            last_active_at,
+            // Sessions stored before episodes existed have none; a stopped
+            // one gets its episode from the start-up rescan.
+            episode_version: 0,
         }
     }
 }
@@ -56,10 +113,10 @@ impl From<SessionV1> for Session {
 /// Decodes a session record of any known format.
 pub fn decode_session(bytes: &[u8], what: impl Fn() -> String) -> Result<Session> {
     let (format, _) = codec::open(bytes, &what)?;
-    if format == FORMAT_V1 {
-        codec::decode::<SessionV1>(bytes, what).map(Session::from)
-    } else {
-        codec::decode(bytes, what)
+    match format {
+        FORMAT_V1 => codec::decode::<SessionV1>(bytes, what).map(Session::from),
+        FORMAT_V2 => codec::decode::<SessionV2>(bytes, what).map(Session::from),
+        _ => codec::decode(bytes, what),
     }
 }
 
@@ -76,7 +133,7 @@ mod tests {
         &'a str,
         &'a str,
         BTreeMap<String, String>,
-        SessionSettings,
+        SettingsV1,
         SessionState,
         u64,
         u64,
@@ -99,7 +156,13 @@ mod tests {
             "user:1",
             "t",
             BTreeMap::new(),
-            SessionSettings::default(),
+            SettingsV1 {
+                summary_every_turns: 7,
+                context_limit_tokens: 4096,
+                idle_timeout_seconds: 60,
+                encoding: Encoding::O200kBase,
+                risk_level: RiskLevel::High,
+            },
             SessionState::Closed,
             25,
             26,
@@ -118,6 +181,12 @@ mod tests {
         assert_eq!(s.state, SessionState::Closed);
         assert_eq!(s.summary, progress);
         assert_eq!(
+            (s.settings.summary_every_turns, s.settings.encoding),
+            (7, Encoding::O200kBase)
+        );
+        assert!(s.settings.fact_extraction, "extraction defaults to on");
+        assert_eq!(s.episode_version, 0);
+        assert_eq!(
             (s.owner_agent.as_str(), s.lease_epoch, s.last_active_at),
             ("", 1, 20)
         );
@@ -125,7 +194,18 @@ mod tests {
         let mut now = s.clone();
         now.owner_agent = "agent-a".into();
         now.lease_epoch = 3;
+        now.settings.fact_extraction = false;
+        now.episode_version = 2;
         let back = decode_session(&codec::encode(&now).unwrap(), || "s".into()).unwrap();
         assert_eq!(back, now);
+        // A format-2 record: format 1's fields, then the owner's.
+        let v2 = (old, "agent-b", 4u64, 99i64);
+        let bytes = codec::encode_as(FORMAT_V2, &v2).unwrap();
+        let s = decode_session(&bytes, || "s".into()).unwrap();
+        assert_eq!(
+            (s.owner_agent.as_str(), s.lease_epoch, s.last_active_at),
+            ("agent-b", 4, 99)
+        );
+        assert!(s.settings.fact_extraction);
     }
 }

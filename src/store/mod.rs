@@ -14,10 +14,12 @@ pub mod engine;
 pub mod keys;
 mod kv;
 pub mod legacy;
+pub mod long_term;
 
 use serde::{Deserialize, Serialize};
 
 pub use self::kv::{KvStore, MemoryStore, SledStore};
+pub use self::long_term::{IndexChange, LongTermStore};
 use crate::error::{Error, Result};
 use crate::memory::types::{
     AppendOutcome, PreparedAppend, Session, SessionFilter, SessionState, Turn,
@@ -37,7 +39,7 @@ pub struct SessionPage {
 /// Persistent storage of sessions and turns. Implementations make each
 /// method atomic: concurrent calls on one session never interleave
 /// partially, and a failed call changes nothing.
-pub trait Store: Send + Sync + 'static {
+pub trait Store: LongTermStore + Send + Sync + 'static {
     /// Stores a new session; `AlreadyExists` when the id is taken.
     fn create_session(&self, session: &Session) -> Result<()>;
 

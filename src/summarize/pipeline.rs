@@ -52,6 +52,8 @@ pub fn run(
         session.summary.attempted_through_seq.max(base.through_seq)
     };
     if last <= attempted {
+        // A session that stopped with nothing new still needs its episode.
+        crate::memory::long_term::settle_episode(store, ns, session_id);
         return Ok(Attempt::Unchanged);
     }
     let mut fold = base.clone();
@@ -88,6 +90,7 @@ pub fn run(
         i64::try_from(session.settings.context_limit_tokens).unwrap_or(i64::MAX)
             - post_tokens as i64;
 
+    let folded: Vec<Turn> = new_turns.values().cloned().collect();
     let cited = cited_turns(store, ns, session_id, &summary, new_turns)?;
     let verdict = validate::validate(&summary, &cited, fold.through_seq);
     let mut audit = AuditRecord {
@@ -154,10 +157,18 @@ pub fn run(
             }
         }
     };
-    store.save_summary(ns, session_id, write)?;
+    let session = store.save_summary(ns, session_id, write)?;
     Ok(match verdict {
-        Ok(()) => Attempt::Stored(Box::new(summary)),
-        Err(errors) => Attempt::Refused(errors),
+        Ok(()) => {
+            crate::memory::long_term::after_summary(store, &session, &summary, &folded);
+            Attempt::Stored(Box::new(summary))
+        }
+        Err(errors) => {
+            // A refused final summary still leaves the latest stored one
+            // as the episode.
+            crate::memory::long_term::settle_episode(store, ns, session_id);
+            Attempt::Refused(errors)
+        }
     })
 }
 
@@ -271,6 +282,14 @@ fn review_item(session: &Session, s: &SessionSummary) -> Option<ReviewItem> {
     })
 }
 
+/// Whether a stopped session with a subject has a summary newer than its
+/// episode.
+pub fn episode_due(session: &Session) -> bool {
+    matches!(session.state, SessionState::Closed | SessionState::Idle)
+        && !session.subject_id.is_empty()
+        && session.summary.version > session.episode_version
+}
+
 /// Which automatic trigger, if any, is due for `session` now.
 pub fn due(session: &Session, cfg: &SummaryConfig) -> Option<Trigger> {
     let last = session.next_seq - 1;
@@ -279,7 +298,12 @@ pub fn due(session: &Session, cfg: &SummaryConfig) -> Option<Trigger> {
         .attempted_through_seq
         .max(session.summary.through_seq);
     if last <= since {
-        return None;
+        // Nothing to fold; the episode may still be missing (a crash
+        // between the final summary and its episode).
+        return episode_due(session).then_some(match session.state {
+            SessionState::Idle => Trigger::IdleTimeout,
+            _ => Trigger::Close,
+        });
     }
     // A session that stopped (closed or idle) gets its final summary.
     match session.state {

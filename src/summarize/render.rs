@@ -17,7 +17,8 @@ pub fn json(s: &SessionSummary) -> String {
     serde_json::to_string_pretty(s).unwrap_or_default()
 }
 
-fn outcome(o: Outcome) -> &'static str {
+/// How a session ended, in words.
+pub fn outcome(o: Outcome) -> &'static str {
     match o {
         Outcome::InProgress => "in progress",
         Outcome::Resolved => "resolved",
@@ -42,7 +43,8 @@ fn priority(p: Priority) -> &'static str {
     }
 }
 
-fn status(s: ActionStatus) -> &'static str {
+/// An action's status, in words.
+pub fn status(s: ActionStatus) -> &'static str {
     match s {
         ActionStatus::Pending => "pending",
         ActionStatus::InProgress => "in progress",

@@ -104,6 +104,9 @@ impl Scheduler {
     pub fn maybe_schedule(&self, session: &Session, trigger: Option<Trigger>) -> bool {
         let trigger = match trigger {
             Some(t) if session.next_seq - 1 > session.summary.through_seq => t,
+            // Nothing new to summarize, but a stopped session may still
+            // need its episode.
+            Some(t) if pipeline::episode_due(session) => t,
             Some(_) => return false,
             None => match pipeline::due(session, &self.config) {
                 Some(t) => t,

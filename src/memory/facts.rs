@@ -1,0 +1,492 @@
+//! Semantic memory: durable facts and preferences about a subject. The
+//! rules every store follows live here as pure functions: a keyed fact
+//! supersedes the current fact of its key (never overwriting it), an
+//! unkeyed fact with the same normalized words is merged into the one
+//! already stored, and a client's fact wins over an extracted one. The
+//! extraction of candidate facts from a session's summary and its user
+//! turns lives here too; it invents nothing (every candidate is a turn's
+//! own words, citing that turn).
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{Role, Turn, UnixNanos};
+use crate::error::{Error, Result};
+use crate::summarize::{rules, SessionSummary};
+
+/// Longest fact text, in bytes.
+pub const MAX_FACT_BYTES: usize = 4096;
+/// Longest fact key, in characters.
+pub const MAX_KEY_CHARS: usize = 128;
+/// Most tags per fact.
+pub const MAX_TAGS: usize = 16;
+/// Longest tag, in characters.
+pub const MAX_TAG_CHARS: usize = 64;
+/// Most sources kept per fact (merged duplicates add theirs).
+pub const MAX_SOURCES: usize = 16;
+
+/// Who wrote a fact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FactOrigin {
+    /// A client, through PutFact.
+    Client,
+    /// mnemo, from a session's summary or a stated preference.
+    Extracted,
+}
+
+/// Where a fact was stated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactSource {
+    /// The session.
+    pub session_id: String,
+    /// The turn; 0 = the session as a whole.
+    pub seq: u64,
+}
+
+/// A stored fact version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fact {
+    /// Tenancy boundary.
+    pub namespace: String,
+    /// ULID.
+    pub fact_id: String,
+    /// The subject it is about.
+    pub subject_id: String,
+    /// Optional key; empty = unkeyed.
+    pub key: String,
+    /// The fact in the words it was stated in.
+    pub text: String,
+    /// Where it was stated; the first is the original.
+    pub sources: Vec<FactSource>,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Who wrote it.
+    pub origin: FactOrigin,
+    /// The version this one replaced.
+    pub supersedes: String,
+    /// The version that replaced this one; empty while current.
+    pub superseded_by: String,
+    /// Stored at.
+    pub created_at: UnixNanos,
+    /// Last changed at.
+    pub updated_at: UnixNanos,
+}
+
+impl Fact {
+    /// Whether this is the current version.
+    pub fn is_current(&self) -> bool {
+        self.superseded_by.is_empty()
+    }
+}
+
+/// A fact to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewFact {
+    /// Tenancy boundary.
+    pub namespace: String,
+    /// Required subject.
+    pub subject_id: String,
+    /// Optional key.
+    pub key: String,
+    /// The text.
+    pub text: String,
+    /// Where it was stated.
+    pub source: Option<FactSource>,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Who writes it.
+    pub origin: FactOrigin,
+}
+
+/// What storing a fact did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// A new fact.
+    Created,
+    /// A new version; the previous one, now superseded.
+    Superseded(Box<Fact>),
+    /// The subject already had it; sources and tags were merged in.
+    Merged,
+    /// An extracted fact lost to the client's fact of the same key, which
+    /// is returned unchanged.
+    KeptClientFact,
+}
+
+/// Filters of a fact listing.
+#[derive(Debug, Clone, Default)]
+pub struct FactFilter {
+    /// Only this subject.
+    pub subject_id: Option<String>,
+    /// Only facts with this tag.
+    pub tag: Option<String>,
+    /// Only facts with this key.
+    pub key: Option<String>,
+    /// Superseded versions too.
+    pub include_history: bool,
+}
+
+impl FactFilter {
+    /// Whether `f` passes.
+    pub fn matches(&self, f: &Fact) -> bool {
+        (self.include_history || f.is_current())
+            && self.subject_id.as_ref().is_none_or(|s| *s == f.subject_id)
+            && self.key.as_ref().is_none_or(|k| *k == f.key)
+            && self.tag.as_ref().is_none_or(|t| f.tags.contains(t))
+    }
+}
+
+/// The words of a text, lowercase, in order, punctuation dropped: two
+/// facts with the same normalized words are the same fact.
+pub fn normalized(text: &str) -> String {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Checks a new fact's fields.
+pub fn validate(f: &NewFact) -> Result<()> {
+    super::validate::id("namespace", &f.namespace)?;
+    if f.subject_id.is_empty() {
+        return Err(Error::invalid("subject_id is required for a fact"));
+    }
+    super::validate::name("subject_id", &f.subject_id, super::validate::MAX_NAME_BYTES)?;
+    if !f.key.is_empty() {
+        let ok = f.key.chars().count() <= MAX_KEY_CHARS
+            && f.key.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-')
+            });
+        if !ok {
+            return Err(Error::invalid(format!(
+                "key {:?} must be 1 to {MAX_KEY_CHARS} characters of a-z 0-9 _ . -",
+                f.key
+            )));
+        }
+    }
+    if normalized(&f.text).is_empty() {
+        return Err(Error::invalid("text is required and must hold a word"));
+    }
+    if f.text.len() > MAX_FACT_BYTES {
+        return Err(Error::invalid(format!(
+            "text is {} bytes; the limit is {MAX_FACT_BYTES}",
+            f.text.len()
+        )));
+    }
+    if f.tags.len() > MAX_TAGS {
+        return Err(Error::invalid(format!(
+            "{} tags; the limit is {MAX_TAGS}",
+            f.tags.len()
+        )));
+    }
+    for t in &f.tags {
+        tag(t)?;
+    }
+    if let Some(src) = &f.source {
+        super::validate::id("source.session_id", &src.session_id)?;
+    }
+    Ok(())
+}
+
+/// Checks a tag.
+pub fn tag(t: &str) -> Result<()> {
+    let ok = !t.is_empty()
+        && t.chars().count() <= MAX_TAG_CHARS
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "tag {t:?} must be 1 to {MAX_TAG_CHARS} characters of A-Z a-z 0-9 _ . : -"
+        )))
+    }
+}
+
+/// What to write for a new fact, decided against what the subject has.
+#[derive(Debug)]
+pub struct FactPlan {
+    /// The fact to store (new, or the existing one merged).
+    pub fact: Fact,
+    /// The outcome; for `Superseded`, the old version to rewrite.
+    pub outcome: PutOutcome,
+}
+
+/// Decides a put. `same_key` is the current fact of the new fact's key
+/// (keyed facts); `same_words` the current fact with the same normalized
+/// words (unkeyed facts). Pure: no I/O.
+pub fn plan_put(
+    new: &NewFact,
+    same_key: Option<Fact>,
+    same_words: Option<Fact>,
+    fact_id: String,
+    now: UnixNanos,
+) -> FactPlan {
+    let merge = |mut existing: Fact| {
+        let mut changed = false;
+        if let Some(src) = &new.source {
+            if !existing.sources.contains(src) && existing.sources.len() < MAX_SOURCES {
+                existing.sources.push(src.clone());
+                changed = true;
+            }
+        }
+        for t in &new.tags {
+            if !existing.tags.contains(t) && existing.tags.len() < MAX_TAGS {
+                existing.tags.push(t.clone());
+                changed = true;
+            }
+        }
+        if changed {
+            existing.updated_at = now;
+        }
+        FactPlan {
+            fact: existing,
+            outcome: PutOutcome::Merged,
+        }
+    };
+    let fresh = |supersedes: String| Fact {
+        namespace: new.namespace.clone(),
+        fact_id: fact_id.clone(),
+        subject_id: new.subject_id.clone(),
+        key: new.key.clone(),
+        text: new.text.clone(),
+        sources: new.source.iter().cloned().collect(),
+        tags: new.tags.clone(),
+        origin: new.origin,
+        supersedes,
+        superseded_by: String::new(),
+        created_at: now,
+        updated_at: now,
+    };
+    if let Some(old) = same_key {
+        if normalized(&old.text) == normalized(&new.text) {
+            return merge(old);
+        }
+        if new.origin == FactOrigin::Extracted && old.origin == FactOrigin::Client {
+            return FactPlan {
+                fact: old,
+                outcome: PutOutcome::KeptClientFact,
+            };
+        }
+        let fact = fresh(old.fact_id.clone());
+        let mut old = old;
+        old.superseded_by = fact.fact_id.clone();
+        old.updated_at = now;
+        return FactPlan {
+            fact,
+            outcome: PutOutcome::Superseded(Box::new(old)),
+        };
+    }
+    if let Some(dup) = same_words {
+        return merge(dup);
+    }
+    FactPlan {
+        fact: fresh(String::new()),
+        outcome: PutOutcome::Created,
+    }
+}
+
+/// Candidate facts of a session: the summary's key facts, and the
+/// preferences and "my X is Y" statements of the user turns in `turns`.
+/// Each is a turn's own words and cites that turn.
+pub fn extract(
+    ns: &str,
+    subject_id: &str,
+    session_id: &str,
+    summary: &SessionSummary,
+    turns: &[Turn],
+) -> Vec<NewFact> {
+    let mut out = Vec::new();
+    let mut push = |key: String, text: String, seq: u64| {
+        if text.len() <= MAX_FACT_BYTES && !normalized(&text).is_empty() {
+            out.push(NewFact {
+                namespace: ns.to_owned(),
+                subject_id: subject_id.to_owned(),
+                key,
+                text,
+                source: Some(FactSource {
+                    session_id: session_id.to_owned(),
+                    seq,
+                }),
+                tags: Vec::new(),
+                origin: FactOrigin::Extracted,
+            });
+        }
+    };
+    for f in &summary.key_facts {
+        let seq = f.evidence_seqs.first().copied().unwrap_or(0);
+        push(String::new(), f.fact.clone(), seq);
+    }
+    for t in turns.iter().filter(|t| t.role == Role::User) {
+        for s in rules::sentences(&t.content) {
+            if let Some((key, text)) = statement(s) {
+                push(key, text, t.seq);
+            }
+        }
+    }
+    out
+}
+
+/// Words that open a stated preference when a sentence starts with them.
+const PREFERENCE_OPENERS: [&str; 6] = [
+    "always ",
+    "never ",
+    "please always ",
+    "please never ",
+    "please don't ever ",
+    "don't ever ",
+];
+/// Words that make a stated preference anywhere in a sentence.
+const PREFERENCE_MARKERS: [&str; 7] = [
+    "i prefer ",
+    "i'd prefer ",
+    "i would prefer ",
+    "i'd rather ",
+    "i always ",
+    "i never ",
+    "my preference is ",
+];
+
+/// A user's sentence as a fact: `("key", text)` for "my X is Y" (the key
+/// is X in snake case), `("", text)` for a stated preference.
+fn statement(sentence: &str) -> Option<(String, String)> {
+    let s = sentence.trim();
+    let lower = s.to_lowercase();
+    if s.is_empty() || s.ends_with('?') {
+        return None;
+    }
+    if let Some(rest) = lower.strip_prefix("my ") {
+        if let Some(pos) = rest.find(" is ") {
+            let subject = &rest[..pos];
+            let words: Vec<&str> = subject.split_whitespace().collect();
+            let value = rest[pos + 4..].trim();
+            let plain = words.len() <= 3
+                && words
+                    .iter()
+                    .all(|w| w.chars().all(|c| c.is_alphanumeric() || c == '-'));
+            if plain && !value.is_empty() && !words.is_empty() {
+                let key: String = words.join("_").replace('-', "_");
+                if key.is_ascii() {
+                    return Some((key, s.to_owned()));
+                }
+            }
+        }
+    }
+    let preference = PREFERENCE_OPENERS.iter().any(|p| lower.starts_with(p))
+        || PREFERENCE_MARKERS
+            .iter()
+            .any(|p| lower.starts_with(p) || lower.contains(&format!(" {p}")));
+    preference.then(|| (String::new(), s.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new(key: &str, text: &str, origin: FactOrigin) -> NewFact {
+        NewFact {
+            namespace: "ns".into(),
+            subject_id: "u1".into(),
+            key: key.into(),
+            text: text.into(),
+            source: Some(FactSource {
+                session_id: "s1".into(),
+                seq: 3,
+            }),
+            tags: vec!["t".into()],
+            origin,
+        }
+    }
+
+    #[test]
+    fn keyed_facts_supersede_and_same_words_merge() {
+        let first = plan_put(
+            &new("lang", "Prefers Spanish.", FactOrigin::Client),
+            None,
+            None,
+            "F1".into(),
+            1,
+        );
+        assert_eq!(first.outcome, PutOutcome::Created);
+        let second = plan_put(
+            &new("lang", "Prefers English now", FactOrigin::Client),
+            Some(first.fact.clone()),
+            None,
+            "F2".into(),
+            2,
+        );
+        match &second.outcome {
+            PutOutcome::Superseded(old) => {
+                assert_eq!(old.superseded_by, "F2");
+                assert_eq!(old.text, "Prefers Spanish.");
+            }
+            o => panic!("{o:?}"),
+        }
+        assert_eq!(second.fact.supersedes, "F1");
+        // The same words again (case and punctuation aside) merge.
+        let mut again = new("lang", "prefers english NOW!", FactOrigin::Client);
+        again.source = Some(FactSource {
+            session_id: "s2".into(),
+            seq: 9,
+        });
+        let third = plan_put(&again, Some(second.fact.clone()), None, "F3".into(), 3);
+        assert_eq!(third.outcome, PutOutcome::Merged);
+        assert_eq!(third.fact.fact_id, "F2");
+        assert_eq!(third.fact.sources.len(), 2);
+    }
+
+    #[test]
+    fn an_extracted_fact_never_replaces_a_client_fact() {
+        let client = plan_put(
+            &new("email", "my email is a@b.example", FactOrigin::Client),
+            None,
+            None,
+            "F1".into(),
+            1,
+        )
+        .fact;
+        let p = plan_put(
+            &new("email", "my email is c@d.example", FactOrigin::Extracted),
+            Some(client.clone()),
+            None,
+            "F2".into(),
+            2,
+        );
+        assert_eq!(p.outcome, PutOutcome::KeptClientFact);
+        assert_eq!(p.fact, client);
+    }
+
+    #[test]
+    fn statements_become_keyed_or_unkeyed_facts() {
+        assert_eq!(
+            statement("My preferred language is Portuguese."),
+            Some((
+                "preferred_language".into(),
+                "My preferred language is Portuguese.".into()
+            ))
+        );
+        assert_eq!(
+            statement("I prefer email over phone calls"),
+            Some((String::new(), "I prefer email over phone calls".into()))
+        );
+        assert!(statement("Always CC my manager.").is_some());
+        assert!(statement("It never arrived").is_none());
+        assert!(statement("My order is late?").is_none());
+        assert!(statement("Is my order late").is_none());
+        assert!(statement("my very long winded thing here is x").is_none());
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut f = new("Bad Key", "x", FactOrigin::Client);
+        assert!(validate(&f).unwrap_err().to_string().contains("key"));
+        f.key = String::new();
+        f.text = "  ...  ".into();
+        assert!(validate(&f).unwrap_err().to_string().contains("text"));
+        f.text = "x".repeat(MAX_FACT_BYTES + 1);
+        assert!(validate(&f).unwrap_err().to_string().contains("4096"));
+        f.text = "x".repeat(MAX_FACT_BYTES);
+        assert!(validate(&f).is_ok());
+        f.tags = vec!["bad tag".into()];
+        assert!(validate(&f).unwrap_err().to_string().contains("tag"));
+    }
+}

@@ -1,0 +1,146 @@
+//! The indexer: one thread that rebuilds the index when it must, then
+//! tails the store's search outbox — apply a batch of entries, commit the
+//! index, acknowledge the entries. A crash between commit and
+//! acknowledgement re-applies a batch, which is harmless; a crash before
+//! the commit loses nothing, since the entries are still in the store.
+//! Writers nudge it after each write; it also polls, so a missed nudge
+//! delays an update by at most `POLL`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::SearchIndex;
+use crate::store::Store;
+
+/// Outbox entries applied per index commit.
+const BATCH: usize = 2048;
+/// Longest wait between two looks at the outbox.
+const POLL: Duration = Duration::from_millis(500);
+/// Pause after a failed batch before it is retried.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Counters of the indexer.
+#[derive(Debug, Default)]
+pub struct IndexerStats {
+    /// Outbox entries applied.
+    pub applied: AtomicU64,
+    /// Index commits.
+    pub commits: AtomicU64,
+    /// Batches that failed (and were retried).
+    pub failures: AtomicU64,
+}
+
+/// Handle to the indexer thread.
+pub struct Indexer {
+    nudge: SyncSender<()>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    stats: Arc<IndexerStats>,
+}
+
+impl Indexer {
+    /// Starts the thread; it first rebuilds the index if `rebuild`.
+    pub fn start(store: Arc<dyn Store>, index: Arc<SearchIndex>, rebuild: bool) -> Indexer {
+        // One pending nudge is enough: the thread drains the whole outbox.
+        let (tx, rx) = mpsc::sync_channel::<()>(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(IndexerStats::default());
+        let (flag, counters) = (stop.clone(), stats.clone());
+        let thread = std::thread::Builder::new()
+            .name("mnemo-indexer".into())
+            .spawn(move || {
+                if rebuild {
+                    rebuild_until_done(store.as_ref(), &index, &flag);
+                }
+                while !flag.load(Ordering::Acquire) {
+                    match drain(store.as_ref(), &index, &counters) {
+                        Ok(0) => match rx.recv_timeout(POLL) {
+                            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                            Err(RecvTimeoutError::Disconnected) => break,
+                        },
+                        Ok(_) => {}
+                        Err(e) => {
+                            counters.failures.fetch_add(1, Ordering::Relaxed);
+                            tracing::error!(error = %e, "search index update failed; retrying");
+                            std::thread::sleep(RETRY);
+                        }
+                    }
+                }
+            })
+            // Spawning fails only when the OS is out of threads.
+            .expect("cannot start the indexer thread");
+        Indexer {
+            nudge: tx,
+            stop,
+            thread: Mutex::new(Some(thread)),
+            stats,
+        }
+    }
+
+    /// Tells the thread there is work (never blocks).
+    pub fn nudge(&self) {
+        let _ = self.nudge.try_send(());
+    }
+
+    /// The indexer's counters.
+    pub fn stats(&self) -> &IndexerStats {
+        &self.stats
+    }
+
+    /// Stops the thread after its current batch and waits for it
+    /// (blocking). What is left in the outbox is applied after a restart.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.nudge();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = thread {
+            if t.join().is_err() {
+                tracing::error!("the indexer thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Indexer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn rebuild_until_done(store: &dyn Store, index: &SearchIndex, stop: &AtomicBool) {
+    while !stop.load(Ordering::Acquire) {
+        let started = std::time::Instant::now();
+        match index.rebuild(store) {
+            Ok(docs) => {
+                tracing::info!(
+                    documents = docs,
+                    millis = started.elapsed().as_millis() as u64,
+                    "search index rebuilt from the store"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "search index rebuild failed; retrying");
+                std::thread::sleep(RETRY);
+            }
+        }
+    }
+}
+
+/// Applies one batch of the outbox; returns how many entries it held.
+fn drain(store: &dyn Store, index: &SearchIndex, stats: &IndexerStats) -> crate::Result<usize> {
+    let batch = store.index_changes(BATCH)?;
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let (ids, changes): (Vec<u64>, Vec<_>) = batch.into_iter().unzip();
+    index.apply(store, &changes)?;
+    // The index commit is durable before the entries are dropped.
+    store.ack_index_changes(&ids)?;
+    stats.applied.fetch_add(ids.len() as u64, Ordering::Relaxed);
+    stats.commits.fetch_add(1, Ordering::Relaxed);
+    Ok(ids.len())
+}

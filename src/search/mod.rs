@@ -1,0 +1,638 @@
+//! Ranked retrieval over turns, current facts and episodes with tantivy
+//! (BM25, English stemming). The index is derived: the store is the source
+//! of truth, every store change queues an `IndexChange` in the same batch,
+//! and the indexer (`indexer.rs`) applies them shortly after. A missing,
+//! damaged or half-built index is rebuilt from the store at start (and by
+//! `mnemo reindex`).
+//!
+//! Scope is enforced inside the query (namespace, subject, session), and
+//! every hit is checked against the store before it is returned, so a
+//! deleted session or fact never shows up, whatever the index lag.
+
+pub mod indexer;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, INDEXED, STORED,
+    STRING,
+};
+use tantivy::snippet::SnippetGenerator;
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use crate::error::{Error, Result};
+use crate::memory::episodes::{self, Episode};
+use crate::memory::facts::Fact;
+use crate::memory::types::{Role, Session, Turn};
+use crate::store::{IndexChange, Store};
+
+/// Most hits a search may ask for.
+pub const MAX_LIMIT: u32 = 100;
+/// Hits when a search does not say.
+pub const DEFAULT_LIMIT: u32 = 10;
+/// Longest query, in bytes.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// Most distinct query terms used (the rest are ignored).
+const MAX_TERMS: usize = 64;
+/// Longest snippet, in characters.
+const SNIPPET_CHARS: usize = 200;
+/// The commit payload of a complete index of this layout. An index
+/// without it (older layout, or a rebuild that did not finish) is rebuilt.
+const COMPLETE: &str = "mnemo-search-v1 complete";
+/// Memory the index writer may buffer before it writes a segment.
+const WRITER_BYTES: usize = 32 * 1024 * 1024;
+/// Records read per store call while rebuilding.
+const REBUILD_PAGE: usize = 1000;
+
+/// What a hit is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A turn.
+    Turn,
+    /// A current fact.
+    Fact,
+    /// An episode.
+    Episode,
+}
+
+impl Kind {
+    fn tag(self) -> &'static str {
+        match self {
+            Kind::Turn => "turn",
+            Kind::Fact => "fact",
+            Kind::Episode => "episode",
+        }
+    }
+
+    fn from_tag(t: &str) -> Option<Kind> {
+        match t {
+            "turn" => Some(Kind::Turn),
+            "fact" => Some(Kind::Fact),
+            "episode" => Some(Kind::Episode),
+            _ => None,
+        }
+    }
+}
+
+/// A search request, validated by the domain layer.
+#[derive(Debug, Clone)]
+pub struct SearchQuery {
+    /// Required namespace.
+    pub namespace: String,
+    /// Only this subject.
+    pub subject_id: Option<String>,
+    /// Only this session.
+    pub session_id: Option<String>,
+    /// The words.
+    pub query: String,
+    /// Kinds to return; empty = all.
+    pub kinds: Vec<Kind>,
+    /// Most hits.
+    pub limit: usize,
+}
+
+/// One ranked result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// What it is.
+    pub kind: Kind,
+    /// BM25 score.
+    pub score: f32,
+    /// Text around the matched words.
+    pub snippet: String,
+    /// The subject.
+    pub subject_id: String,
+    /// Turn and episode: the session.
+    pub session_id: String,
+    /// Turn: its seq.
+    pub seq: u64,
+    /// Fact: its id.
+    pub fact_id: String,
+    /// Turn: its role.
+    pub role: Option<Role>,
+}
+
+#[derive(Clone, Copy)]
+struct Fields {
+    /// Unique per document: upserts delete by it.
+    doc_key: Field,
+    ns: Field,
+    subject: Field,
+    /// `ns \0 session_id`: deleting a session deletes by it.
+    session_key: Field,
+    session_id: Field,
+    kind: Field,
+    seq: Field,
+    ref_id: Field,
+    role: Field,
+    text: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text_opts = TextOptions::default()
+        .set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("en_stem")
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+        .set_stored();
+    let f = Fields {
+        doc_key: b.add_text_field("doc_key", STRING),
+        ns: b.add_text_field("ns", STRING),
+        subject: b.add_text_field("subject", STRING | STORED),
+        session_key: b.add_text_field("session_key", STRING),
+        session_id: b.add_text_field("session_id", STORED),
+        kind: b.add_text_field("kind", STRING | STORED),
+        seq: b.add_u64_field("seq", STORED | INDEXED),
+        ref_id: b.add_text_field("ref_id", STORED),
+        role: b.add_text_field("role", STORED),
+        text: b.add_text_field("text", text_opts),
+    };
+    (b.build(), f)
+}
+
+fn session_key(ns: &str, session_id: &str) -> String {
+    format!("{ns}\u{0}{session_id}")
+}
+
+fn turn_key(ns: &str, session_id: &str, seq: u64) -> String {
+    format!("t\u{0}{ns}\u{0}{session_id}\u{0}{seq}")
+}
+
+fn fact_key(ns: &str, fact_id: &str) -> String {
+    format!("f\u{0}{ns}\u{0}{fact_id}")
+}
+
+fn episode_key(ns: &str, session_id: &str) -> String {
+    format!("e\u{0}{ns}\u{0}{session_id}")
+}
+
+fn role_tag(r: Role) -> &'static str {
+    match r {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::System => "system",
+        Role::Tool => "tool",
+    }
+}
+
+fn role_from_tag(t: &str) -> Option<Role> {
+    match t {
+        "user" => Some(Role::User),
+        "assistant" => Some(Role::Assistant),
+        "system" => Some(Role::System),
+        "tool" => Some(Role::Tool),
+        _ => None,
+    }
+}
+
+/// The searchable text of a turn: its content and its tool call's name,
+/// arguments, result and error.
+fn turn_text(t: &Turn) -> String {
+    let mut text = t.content.clone();
+    if let Some(c) = &t.tool_call {
+        for part in [&c.tool_name, &c.arguments_json, &c.result, &c.error_details] {
+            if !part.is_empty() {
+                text.push('\n');
+                text.push_str(part);
+            }
+        }
+    }
+    text
+}
+
+fn index_error(e: tantivy::TantivyError) -> Error {
+    Error::Storage(format!("search index: {e}"))
+}
+
+/// The search index.
+pub struct SearchIndex {
+    index: Index,
+    reader: IndexReader,
+    writer: Mutex<IndexWriter<TantivyDocument>>,
+    f: Fields,
+    ready: AtomicBool,
+}
+
+impl SearchIndex {
+    /// Opens the index in `dir` (in memory when `None`). The second value
+    /// says whether it must be rebuilt from the store: it is new, damaged,
+    /// of another layout, or a rebuild did not finish. A damaged index is
+    /// moved aside, never trusted.
+    pub fn open(dir: Option<&Path>) -> Result<(SearchIndex, bool)> {
+        let (schema, f) = schema();
+        let (index, rebuild) = match dir {
+            None => (Index::create_in_ram(schema), true),
+            Some(dir) => Self::open_dir(dir, schema)?,
+        };
+        let writer = index
+            .writer_with_num_threads(1, WRITER_BYTES)
+            .map_err(index_error)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(index_error)?;
+        let s = SearchIndex {
+            index,
+            reader,
+            writer: Mutex::new(writer),
+            f,
+            ready: AtomicBool::new(!rebuild),
+        };
+        Ok((s, rebuild))
+    }
+
+    fn open_dir(dir: &Path, schema: Schema) -> Result<(Index, bool)> {
+        let io = |e: std::io::Error| {
+            Error::Storage(format!("search index directory {}: {e}", dir.display()))
+        };
+        if dir.join("meta.json").exists() {
+            match Index::open_in_dir(dir) {
+                Ok(index) if index.schema() == schema => {
+                    let complete = index
+                        .load_metas()
+                        .map(|m| m.payload.as_deref() == Some(COMPLETE))
+                        .unwrap_or(false);
+                    if complete {
+                        return Ok((index, false));
+                    }
+                    tracing::warn!(dir = %dir.display(), "search index is incomplete; rebuilding it from the store");
+                }
+                Ok(_) => {
+                    tracing::warn!(dir = %dir.display(), "search index has another layout; rebuilding it from the store")
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "search index cannot be opened; rebuilding it from the store")
+                }
+            }
+            let aside = dir.with_extension(format!("damaged-{}", ulid::Ulid::new()));
+            std::fs::rename(dir, &aside).map_err(io)?;
+            tracing::warn!(moved_to = %aside.display(), "old search index moved aside; delete it when no longer needed");
+        }
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let index = Index::create_in_dir(dir, schema).map_err(index_error)?;
+        Ok((index, true))
+    }
+
+    /// Whether searches can be served (no rebuild is running).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    fn writer(&self) -> std::sync::MutexGuard<'_, IndexWriter<TantivyDocument>> {
+        // A panic mid-update leaves uncommitted documents at worst; the
+        // outbox entries were not acknowledged, so they are applied again.
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn add_turn(&self, w: &IndexWriter<TantivyDocument>, s: &Session, t: &Turn) -> Result<()> {
+        let f = self.f;
+        let key = turn_key(&s.namespace, &s.session_id, t.seq);
+        w.delete_term(Term::from_field_text(f.doc_key, &key));
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.doc_key, &key);
+        doc.add_text(f.ns, &s.namespace);
+        doc.add_text(f.subject, &s.subject_id);
+        doc.add_text(f.session_key, session_key(&s.namespace, &s.session_id));
+        doc.add_text(f.session_id, &s.session_id);
+        doc.add_text(f.kind, Kind::Turn.tag());
+        doc.add_u64(f.seq, t.seq);
+        doc.add_text(f.role, role_tag(t.role));
+        doc.add_text(f.text, turn_text(t));
+        w.add_document(doc).map_err(index_error)?;
+        Ok(())
+    }
+
+    fn put_fact(&self, w: &IndexWriter<TantivyDocument>, ns: &str, id: &str, fact: Option<&Fact>) -> Result<()> {
+        let f = self.f;
+        let key = fact_key(ns, id);
+        w.delete_term(Term::from_field_text(f.doc_key, &key));
+        // Only current facts are searchable.
+        let Some(fact) = fact.filter(|x| x.is_current()) else {
+            return Ok(());
+        };
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.doc_key, &key);
+        doc.add_text(f.ns, ns);
+        doc.add_text(f.subject, &fact.subject_id);
+        doc.add_text(f.kind, Kind::Fact.tag());
+        doc.add_text(f.ref_id, &fact.fact_id);
+        let text = if fact.key.is_empty() {
+            fact.text.clone()
+        } else {
+            format!("{}: {}", fact.key.replace(['_', '.', '-'], " "), fact.text)
+        };
+        doc.add_text(f.text, text);
+        w.add_document(doc).map_err(index_error)?;
+        Ok(())
+    }
+
+    fn put_episode(&self, w: &IndexWriter<TantivyDocument>, ns: &str, session_id: &str, e: Option<&Episode>) -> Result<()> {
+        let f = self.f;
+        let key = episode_key(ns, session_id);
+        w.delete_term(Term::from_field_text(f.doc_key, &key));
+        let Some(e) = e else { return Ok(()) };
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.doc_key, &key);
+        doc.add_text(f.ns, ns);
+        doc.add_text(f.subject, &e.subject_id);
+        doc.add_text(f.session_key, session_key(ns, session_id));
+        doc.add_text(f.session_id, session_id);
+        doc.add_text(f.kind, Kind::Episode.tag());
+        doc.add_text(f.ref_id, session_id);
+        doc.add_text(f.text, episodes::episode_text(e));
+        w.add_document(doc).map_err(index_error)?;
+        Ok(())
+    }
+
+    fn index_turns(
+        &self,
+        w: &IndexWriter<TantivyDocument>,
+        store: &dyn Store,
+        session: &Session,
+        (first, last): (u64, u64),
+    ) -> Result<()> {
+        let (ns, sid) = (&session.namespace, &session.session_id);
+        let mut from = first;
+        while from <= last {
+            let page = match store.list_turns(ns, sid, from, last, REBUILD_PAGE) {
+                Ok(p) => p,
+                // Deleted meanwhile: its SessionDeleted entry follows.
+                Err(Error::NotFound(_)) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            let Some(end) = page.last().map(|t| t.seq) else {
+                return Ok(());
+            };
+            for t in &page {
+                self.add_turn(w, session, t)?;
+            }
+            from = end + 1;
+        }
+        Ok(())
+    }
+
+    fn apply_one(&self, w: &IndexWriter<TantivyDocument>, store: &dyn Store, c: &IndexChange) -> Result<()> {
+        match c {
+            IndexChange::Turns {
+                namespace,
+                session_id,
+                first_seq,
+                last_seq,
+            } => match store.get_session(namespace, session_id) {
+                Ok(s) => self.index_turns(w, store, &s, (*first_seq, *last_seq)),
+                Err(Error::NotFound(_)) => Ok(()),
+                Err(e) => Err(e),
+            },
+            IndexChange::SessionDeleted {
+                namespace,
+                session_id,
+            } => {
+                w.delete_term(Term::from_field_text(
+                    self.f.session_key,
+                    &session_key(namespace, session_id),
+                ));
+                Ok(())
+            }
+            IndexChange::Fact { namespace, fact_id } => {
+                let fact = match store.get_fact(namespace, fact_id) {
+                    Ok(f) => Some(f),
+                    Err(Error::NotFound(_)) => None,
+                    Err(e) => return Err(e),
+                };
+                self.put_fact(w, namespace, fact_id, fact.as_ref())
+            }
+            IndexChange::Episode {
+                namespace,
+                session_id,
+            } => {
+                let e = store.get_episode(namespace, session_id)?;
+                self.put_episode(w, namespace, session_id, e.as_ref())
+            }
+        }
+    }
+
+    /// Applies outbox entries and commits; the entries may then be
+    /// acknowledged. Applying an entry twice is harmless.
+    pub fn apply(&self, store: &dyn Store, changes: &[IndexChange]) -> Result<()> {
+        let mut w = self.writer();
+        for c in changes {
+            if let Err(e) = self.apply_one(&w, store, c) {
+                // Leave the batch uncommitted: it is retried, and the
+                // documents it added are discarded.
+                let _ = w.rollback();
+                return Err(e);
+            }
+        }
+        self.commit(&mut w)
+    }
+
+    fn commit(&self, w: &mut IndexWriter<TantivyDocument>) -> Result<()> {
+        let mut prepared = w.prepare_commit().map_err(index_error)?;
+        prepared.set_payload(COMPLETE);
+        prepared.commit().map_err(index_error)?;
+        self.reader.reload().map_err(index_error)
+    }
+
+    /// Rebuilds the whole index from the store; returns the documents
+    /// added. Searches answer UNAVAILABLE until it is done.
+    pub fn rebuild(&self, store: &dyn Store) -> Result<u64> {
+        self.ready.store(false, Ordering::Release);
+        let mut w = self.writer();
+        w.delete_all_documents().map_err(index_error)?;
+        // Until the final commit the payload says "incomplete".
+        let mut prepared = w.prepare_commit().map_err(index_error)?;
+        prepared.set_payload("");
+        prepared.commit().map_err(index_error)?;
+        let mut docs = 0u64;
+        let mut after: Option<(String, String)> = None;
+        loop {
+            let page = store.scan_sessions(
+                after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                REBUILD_PAGE,
+            )?;
+            let Some(resume) = page.resume_after else { break };
+            after = Some(resume);
+            for s in &page.sessions {
+                self.index_turns(&w, store, s, (1, s.last_seq()))?;
+                docs += s.last_seq();
+            }
+        }
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let (facts, resume) = store.scan_facts(from.as_deref(), REBUILD_PAGE)?;
+            for fact in &facts {
+                self.put_fact(&w, &fact.namespace, &fact.fact_id, Some(fact))?;
+                docs += u64::from(fact.is_current());
+            }
+            match resume {
+                Some(r) => from = Some(r),
+                None => break,
+            }
+        }
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let (eps, resume) = store.scan_episodes(from.as_deref(), REBUILD_PAGE)?;
+            for e in &eps {
+                self.put_episode(&w, &e.namespace, &e.session_id, Some(e))?;
+                docs += 1;
+            }
+            match resume {
+                Some(r) => from = Some(r),
+                None => break,
+            }
+        }
+        self.commit(&mut w)?;
+        self.ready.store(true, Ordering::Release);
+        Ok(docs)
+    }
+
+    /// Documents in the index (live ones).
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    fn filter(&self, field: Field, value: &str) -> (Occur, Box<dyn Query>) {
+        let q = TermQuery::new(
+            Term::from_field_text(field, value),
+            IndexRecordOption::Basic,
+        );
+        // Filters must not move scores.
+        (Occur::Must, Box::new(ConstScoreQuery::new(Box::new(q), 0.0)))
+    }
+
+    /// Runs a search. Hits are checked against the store: what was deleted
+    /// is dropped even if the index has not caught up.
+    pub fn search(&self, store: &dyn Store, q: &SearchQuery) -> Result<Vec<Hit>> {
+        if !self.is_ready() {
+            return Err(Error::Unavailable(
+                "the search index is being rebuilt from the store; retry shortly".into(),
+            ));
+        }
+        let f = self.f;
+        // Plain words: the field's own tokenizer (lowercase, stemmed), no
+        // query syntax.
+        let mut tokenizer = self.index.tokenizer_for_field(f.text).map_err(index_error)?;
+        let mut stream = tokenizer.token_stream(&q.query);
+        let mut seen = HashSet::new();
+        let mut words: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        while stream.advance() {
+            let t = stream.token().text.clone();
+            if words.len() < MAX_TERMS && seen.insert(t.clone()) {
+                words.push((
+                    Occur::Should,
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(f.text, &t),
+                        IndexRecordOption::WithFreqs,
+                    )),
+                ));
+            }
+        }
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let text_query = BooleanQuery::new(words);
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Must, Box::new(text_query.clone()))];
+        clauses.push(self.filter(f.ns, &q.namespace));
+        if let Some(s) = &q.subject_id {
+            clauses.push(self.filter(f.subject, s));
+        }
+        if let Some(s) = &q.session_id {
+            clauses.push(self.filter(f.session_key, &session_key(&q.namespace, s)));
+        }
+        if !q.kinds.is_empty() && q.kinds.len() < 3 {
+            let kinds: Vec<(Occur, Box<dyn Query>)> = q
+                .kinds
+                .iter()
+                .map(|k| {
+                    let t: Box<dyn Query> = Box::new(TermQuery::new(
+                        Term::from_field_text(f.kind, k.tag()),
+                        IndexRecordOption::Basic,
+                    ));
+                    (Occur::Should, t)
+                })
+                .collect();
+            clauses.push((
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(kinds)), 0.0)),
+            ));
+        }
+        let query = BooleanQuery::new(clauses);
+        let searcher = self.reader.searcher();
+        // Room for hits the store check drops.
+        let fetch = q.limit * 2 + 10;
+        let top = searcher
+            .search(&query, &TopDocs::with_limit(fetch))
+            .map_err(index_error)?;
+        let mut snippets =
+            SnippetGenerator::create(&searcher, &text_query, f.text).map_err(index_error)?;
+        snippets.set_max_num_chars(SNIPPET_CHARS);
+        let mut hits = Vec::new();
+        for (score, addr) in top {
+            if hits.len() == q.limit {
+                break;
+            }
+            let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
+            let text = |field: Field| {
+                doc.get_first(field)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let Some(kind) = Kind::from_tag(&text(f.kind)) else {
+                continue;
+            };
+            let mut snippet = snippets.snippet_from_doc(&doc).fragment().to_owned();
+            if snippet.is_empty() {
+                snippet = text(f.text).chars().take(SNIPPET_CHARS).collect();
+            }
+            let hit = Hit {
+                kind,
+                score,
+                snippet,
+                subject_id: text(f.subject),
+                session_id: text(f.session_id),
+                seq: doc.get_first(f.seq).and_then(|v| v.as_u64()).unwrap_or(0),
+                fact_id: if kind == Kind::Fact {
+                    text(f.ref_id)
+                } else {
+                    String::new()
+                },
+                role: role_from_tag(&text(f.role)),
+            };
+            if still_stored(store, &q.namespace, &hit)? {
+                hits.push(hit);
+            }
+        }
+        Ok(hits)
+    }
+}
+
+/// Whether the store still holds what a hit names (and, for a fact, as
+/// the current version).
+fn still_stored(store: &dyn Store, ns: &str, hit: &Hit) -> Result<bool> {
+    let found = match hit.kind {
+        // The turn itself: an unacknowledged append lost in a crash may
+        // have been indexed before it was durable.
+        Kind::Turn => store
+            .get_turns(ns, &hit.session_id, &[hit.seq])
+            .map(|t| !t.is_empty()),
+        Kind::Episode => store.get_episode(ns, &hit.session_id).map(|e| e.is_some()),
+        Kind::Fact => store.get_fact(ns, &hit.fact_id).map(|f| f.is_current()),
+    };
+    match found {
+        Ok(b) => Ok(b),
+        Err(Error::NotFound(_)) => Ok(false),
+        // A damaged record is not shown; the rest of the results are.
+        Err(Error::DataLoss(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
