@@ -778,7 +778,9 @@ fn assemble(
         }
     }
     for (k, _) in chosen(Section::CarriedActions) {
-        bundle.carried_actions.push(memory.carried[k as usize].clone());
+        bundle
+            .carried_actions
+            .push(memory.carried[k as usize].clone());
     }
     for (k, _) in chosen(Section::Facts) {
         bundle.facts.push(memory.facts[k as usize].clone());

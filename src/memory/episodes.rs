@@ -143,12 +143,7 @@ pub fn same_action(done: &str, carried: &str) -> bool {
     let ids = |t: &str| -> BTreeSet<String> {
         rules::entities(t)
             .into_iter()
-            .filter(|e| {
-                !matches!(
-                    e.kind,
-                    rules::EntityKind::Date | rules::EntityKind::Number
-                )
-            })
+            .filter(|e| !matches!(e.kind, rules::EntityKind::Date | rules::EntityKind::Number))
             .map(|e| e.text.to_lowercase())
             .collect()
     };

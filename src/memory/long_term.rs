@@ -217,11 +217,7 @@ pub fn after_summary(
     summary: &SessionSummary,
     new_turns: &[Turn],
 ) {
-    let (ns, sid, subject) = (
-        &session.namespace,
-        &session.session_id,
-        &session.subject_id,
-    );
+    let (ns, sid, subject) = (&session.namespace, &session.session_id, &session.subject_id);
     if subject.is_empty() {
         return;
     }

@@ -24,10 +24,10 @@ use self::types::{
 };
 use self::watch::{Notice, SummaryWritten, WatchHub};
 use crate::bundle::{self, Bundle, BundleRequest};
-use crate::search::indexer::Indexer;
-use crate::search::SearchIndex;
 use crate::config::{Limits, SummaryConfig};
 use crate::error::{Error, Result};
+use crate::search::indexer::Indexer;
+use crate::search::SearchIndex;
 use crate::store::commit::GroupCommit;
 use crate::store::Store;
 use crate::summarize::model::Trigger;
@@ -216,7 +216,6 @@ impl Memory {
         tokio::task::spawn_blocking(move || indexer.stop())
             .await
             .map_err(|e| Error::Internal(format!("stopping the indexer failed: {e}")))
-
     }
 
     /// The group-commit handle (its counters show syncs per request).

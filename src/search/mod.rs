@@ -310,7 +310,13 @@ impl SearchIndex {
         Ok(())
     }
 
-    fn put_fact(&self, w: &IndexWriter<TantivyDocument>, ns: &str, id: &str, fact: Option<&Fact>) -> Result<()> {
+    fn put_fact(
+        &self,
+        w: &IndexWriter<TantivyDocument>,
+        ns: &str,
+        id: &str,
+        fact: Option<&Fact>,
+    ) -> Result<()> {
         let f = self.f;
         let key = fact_key(ns, id);
         w.delete_term(Term::from_field_text(f.doc_key, &key));
@@ -334,7 +340,13 @@ impl SearchIndex {
         Ok(())
     }
 
-    fn put_episode(&self, w: &IndexWriter<TantivyDocument>, ns: &str, session_id: &str, e: Option<&Episode>) -> Result<()> {
+    fn put_episode(
+        &self,
+        w: &IndexWriter<TantivyDocument>,
+        ns: &str,
+        session_id: &str,
+        e: Option<&Episode>,
+    ) -> Result<()> {
         let f = self.f;
         let key = episode_key(ns, session_id);
         w.delete_term(Term::from_field_text(f.doc_key, &key));
@@ -379,7 +391,12 @@ impl SearchIndex {
         Ok(())
     }
 
-    fn apply_one(&self, w: &IndexWriter<TantivyDocument>, store: &dyn Store, c: &IndexChange) -> Result<()> {
+    fn apply_one(
+        &self,
+        w: &IndexWriter<TantivyDocument>,
+        store: &dyn Store,
+        c: &IndexChange,
+    ) -> Result<()> {
         match c {
             IndexChange::Turns {
                 namespace,
@@ -458,7 +475,9 @@ impl SearchIndex {
                 after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
                 REBUILD_PAGE,
             )?;
-            let Some(resume) = page.resume_after else { break };
+            let Some(resume) = page.resume_after else {
+                break;
+            };
             after = Some(resume);
             for s in &page.sessions {
                 self.index_turns(&w, store, s, (1, s.last_seq()))?;
@@ -505,7 +524,10 @@ impl SearchIndex {
             IndexRecordOption::Basic,
         );
         // Filters must not move scores.
-        (Occur::Must, Box::new(ConstScoreQuery::new(Box::new(q), 0.0)))
+        (
+            Occur::Must,
+            Box::new(ConstScoreQuery::new(Box::new(q), 0.0)),
+        )
     }
 
     /// Runs a search. Hits are checked against the store: what was deleted
@@ -519,7 +541,10 @@ impl SearchIndex {
         let f = self.f;
         // Plain words: the field's own tokenizer (lowercase, stemmed), no
         // query syntax.
-        let mut tokenizer = self.index.tokenizer_for_field(f.text).map_err(index_error)?;
+        let mut tokenizer = self
+            .index
+            .tokenizer_for_field(f.text)
+            .map_err(index_error)?;
         let mut stream = tokenizer.token_stream(&q.query);
         let mut seen = HashSet::new();
         let mut words: Vec<(Occur, Box<dyn Query>)> = Vec::new();
@@ -562,7 +587,10 @@ impl SearchIndex {
                 .collect();
             clauses.push((
                 Occur::Must,
-                Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(kinds)), 0.0)),
+                Box::new(ConstScoreQuery::new(
+                    Box::new(BooleanQuery::new(kinds)),
+                    0.0,
+                )),
             ));
         }
         let query = BooleanQuery::new(clauses);

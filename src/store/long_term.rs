@@ -156,12 +156,15 @@ pub trait LongTermStore {
     ) -> Result<Vec<Episode>>;
 
     /// A subject's carried actions, at most `limit`.
-    fn carried_actions(&self, ns: &str, subject_id: &str, limit: usize)
-        -> Result<Vec<CarriedAction>>;
+    fn carried_actions(
+        &self,
+        ns: &str,
+        subject_id: &str,
+        limit: usize,
+    ) -> Result<Vec<CarriedAction>>;
 
     /// Statuses clients set on a session's actions, by action seq.
-    fn action_statuses(&self, ns: &str, session_id: &str)
-        -> Result<BTreeMap<u64, ActionStatus>>;
+    fn action_statuses(&self, ns: &str, session_id: &str) -> Result<BTreeMap<u64, ActionStatus>>;
 
     /// Sets the status of an action of a session's latest summary; a DONE
     /// action stops carrying over. `NotFound` for an unknown action.
@@ -189,9 +192,7 @@ pub trait LongTermStore {
 }
 
 fn fact_not_found(ns: &str, fact_id: &str) -> Error {
-    Error::NotFound(format!(
-        "fact {fact_id:?} not found in namespace {ns:?}"
-    ))
+    Error::NotFound(format!("fact {fact_id:?} not found in namespace {ns:?}"))
 }
 
 /// A lock name for a subject's facts that no session id can take (ids
@@ -236,7 +237,9 @@ impl<E: Engine> KvStore<E> {
             .flatten();
         let mut out = Vec::with_capacity(entries.len());
         for (k, v) in entries {
-            match codec::decode(&v, || format!("{what} {}", String::from_utf8_lossy(&k[1..]))) {
+            match codec::decode(&v, || {
+                format!("{what} {}", String::from_utf8_lossy(&k[1..]))
+            }) {
                 Ok(x) => out.push(x),
                 // A damaged record is left out of the index, not fatal.
                 Err(e) => tracing::error!(error = %e, "skipping an unreadable record"),
@@ -257,9 +260,15 @@ impl<E: Engine> LongTermStore for KvStore<E> {
         let _g = self.lock(ns, &subject_lock(subject));
         let words = facts::normalized(&new.text);
         let (same_key, same_words) = if new.key.is_empty() {
-            (None, self.pointed_fact(ns, &keys::fact_words(ns, subject, &words))?)
+            (
+                None,
+                self.pointed_fact(ns, &keys::fact_words(ns, subject, &words))?,
+            )
         } else {
-            (self.pointed_fact(ns, &keys::fact_key(ns, subject, &new.key))?, None)
+            (
+                self.pointed_fact(ns, &keys::fact_key(ns, subject, &new.key))?,
+                None,
+            )
         };
         let plan = facts::plan_put(
             new,
@@ -298,7 +307,10 @@ impl<E: Engine> LongTermStore for KvStore<E> {
             })?);
             changes += 1;
         }
-        batch.push(Write::Put(keys::fact(ns, &fact.fact_id), codec::encode(&fact)?));
+        batch.push(Write::Put(
+            keys::fact(ns, &fact.fact_id),
+            codec::encode(&fact)?,
+        ));
         batch.push(self.changes.entry(&IndexChange::Fact {
             namespace: ns.to_owned(),
             fact_id: fact.fact_id.clone(),
@@ -397,11 +409,12 @@ impl<E: Engine> LongTermStore for KvStore<E> {
                 format!("summary version {version} of session {ns}/{session_id}")
             })?
             .ok_or_else(|| {
-                Error::NotFound(format!("session {ns}/{session_id} has no summary {version}"))
+                Error::NotFound(format!(
+                    "session {ns}/{session_id} has no summary {version}"
+                ))
             })?;
         let overrides = self.action_statuses(ns, session_id)?;
-        let (episode, carried) =
-            episodes::episode_of(&session, &summary, &overrides, now_nanos());
+        let (episode, carried) = episodes::episode_of(&session, &summary, &overrides, now_nanos());
         let subject = session.subject_id.clone();
         let mut batch = Batch::new();
         if let Some(old) = self.episode_key_of(ns, session_id)? {
@@ -466,19 +479,21 @@ impl<E: Engine> LongTermStore for KvStore<E> {
         limit: usize,
     ) -> Result<Vec<CarriedAction>> {
         self.engine()
-            .scan(Bound::Unbounded, &keys::carried_of_subject(ns, subject_id), limit)?
+            .scan(
+                Bound::Unbounded,
+                &keys::carried_of_subject(ns, subject_id),
+                limit,
+            )?
             .into_iter()
             .map(|(_, v)| {
-                codec::decode(&v, || format!("a carried action of subject {ns}/{subject_id}"))
+                codec::decode(&v, || {
+                    format!("a carried action of subject {ns}/{subject_id}")
+                })
             })
             .collect()
     }
 
-    fn action_statuses(
-        &self,
-        ns: &str,
-        session_id: &str,
-    ) -> Result<BTreeMap<u64, ActionStatus>> {
+    fn action_statuses(&self, ns: &str, session_id: &str) -> Result<BTreeMap<u64, ActionStatus>> {
         // Bounded by the summary's actions (one status per action).
         let mut out = BTreeMap::new();
         for (k, v) in self.engine().scan(
@@ -587,8 +602,11 @@ impl<E: Engine> LongTermStore for KvStore<E> {
         if ids.is_empty() {
             return Ok(());
         }
-        self.engine()
-            .apply(ids.iter().map(|&id| Write::Delete(keys::change(id))).collect())?;
+        self.engine().apply(
+            ids.iter()
+                .map(|&id| Write::Delete(keys::change(id)))
+                .collect(),
+        )?;
         self.changes.acked(ids.len() as u64);
         Ok(())
     }
