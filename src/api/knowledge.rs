@@ -106,11 +106,7 @@ impl From<Hit> for pb::SearchHit {
             } else {
                 String::new()
             },
-            session_id: if h.kind == Kind::Fact {
-                String::new()
-            } else {
-                h.session_id
-            },
+            session_id: h.session_id,
             seq: h.seq,
             fact_id: h.fact_id,
             role: h.role.map_or(pb::Role::Unspecified, convert::role) as i32,

@@ -23,11 +23,14 @@ use tantivy::schema::{
     STRING,
 };
 use tantivy::snippet::SnippetGenerator;
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::error::{Error, Result};
 use crate::memory::episodes::{self, Episode};
-use crate::memory::facts::Fact;
+use crate::memory::facts::{Fact, FactOrigin};
 use crate::memory::types::{Role, Session, Turn};
 use crate::store::{IndexChange, Store};
 
@@ -44,6 +47,18 @@ const SNIPPET_CHARS: usize = 200;
 /// The commit payload of a complete index of this layout. An index
 /// without it (older layout, or a rebuild that did not finish) is rebuilt.
 const COMPLETE: &str = "mnemo-search-v1 complete";
+/// The text analyzer of the `text` field.
+const ANALYZER: &str = "mnemo_en";
+/// Words too common in agent conversations and questions to rank by:
+/// Lucene's English stop words (without "no" and "not") and the question
+/// and pronoun words agents put in a search.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
+    "to", "was", "will", "with", "what", "which", "when", "where", "why", "how", "who", "whom",
+    "did", "do", "does", "were", "has", "have", "had", "we", "i", "you", "he", "she", "our", "my",
+    "your", "me", "us", "its", "can", "could", "would", "should",
+];
 /// Memory the index writer may buffer before it writes a segment.
 const WRITER_BYTES: usize = 32 * 1024 * 1024;
 /// Records read per store call while rebuilding.
@@ -138,7 +153,7 @@ fn schema() -> (Schema, Fields) {
     let text_opts = TextOptions::default()
         .set_indexing_options(
             TextFieldIndexing::default()
-                .set_tokenizer("en_stem")
+                .set_tokenizer(ANALYZER)
                 .set_index_option(IndexRecordOption::WithFreqsAndPositions),
         )
         .set_stored();
@@ -231,6 +246,18 @@ impl SearchIndex {
             None => (Index::create_in_ram(schema), true),
             Some(dir) => Self::open_dir(dir, schema)?,
         };
+        // Words, lowercased, common words dropped, English stems.
+        index.tokenizers().register(
+            ANALYZER,
+            TextAnalyzer::builder(SimpleTokenizer::default())
+                .filter(RemoveLongFilter::limit(40))
+                .filter(LowerCaser)
+                .filter(StopWordFilter::remove(
+                    STOP_WORDS.iter().map(|w| (*w).to_owned()),
+                ))
+                .filter(Stemmer::new(Language::English))
+                .build(),
+        );
         let writer = index
             .writer_with_num_threads(1, WRITER_BYTES)
             .map_err(index_error)?;
@@ -330,6 +357,14 @@ impl SearchIndex {
         doc.add_text(f.subject, &fact.subject_id);
         doc.add_text(f.kind, Kind::Fact.tag());
         doc.add_text(f.ref_id, &fact.fact_id);
+        // An extracted fact repeats a turn: remember which, so a search
+        // shows one of the two.
+        if fact.origin == FactOrigin::Extracted {
+            if let Some(src) = fact.sources.first() {
+                doc.add_text(f.session_id, &src.session_id);
+                doc.add_u64(f.seq, src.seq);
+            }
+        }
         let text = if fact.key.is_empty() {
             fact.text.clone()
         } else {
@@ -604,6 +639,8 @@ impl SearchIndex {
             SnippetGenerator::create(&searcher, &text_query, f.text).map_err(index_error)?;
         snippets.set_max_num_chars(SNIPPET_CHARS);
         let mut hits = Vec::new();
+        // Turns already shown, directly or as an extracted fact.
+        let mut shown: HashSet<(String, u64)> = HashSet::new();
         for (score, addr) in top {
             if hits.len() == q.limit {
                 break;
@@ -636,7 +673,13 @@ impl SearchIndex {
                 },
                 role: role_from_tag(&text(f.role)),
             };
+            let turn = (hit.kind != Kind::Episode && hit.seq > 0)
+                .then(|| (hit.session_id.clone(), hit.seq));
+            if turn.as_ref().is_some_and(|t| shown.contains(t)) {
+                continue;
+            }
             if still_stored(store, &q.namespace, &hit)? {
+                shown.extend(turn);
                 hits.push(hit);
             }
         }

@@ -4,6 +4,8 @@
     with MnemoClient("127.0.0.1:50051") as mnemo:
         s = mnemo.create_session("support", subject_id="customer:42")
         mnemo.append_turns("support", s.session_id, [{"role": "user", "content": "Hi"}])
+        mnemo.put_fact("support", "customer:42", "Prefers email.", key="contact_channel")
+        hits = mnemo.search("support", "email", subject_id="customer:42").hits
 
 The gRPC stubs in `mnemo_client._gen` are generated from the repository's
 proto/ when the package is built; `MnemoClient` is the supported interface.
@@ -33,12 +35,20 @@ from .models import (
     AppendResult,
     AuditRecord,
     BundleManifest,
+    CarriedAction,
     CompressedTurn,
     ContextBundle,
+    Episode,
+    Fact,
+    FactSource,
     HandoffEvent,
     HandoffResult,
     ManifestEntry,
+    PendingActionRef,
+    PutFactResult,
     ReviewItem,
+    SearchHit,
+    SearchResult,
     SeqRange,
     Session,
     SessionSettings,
@@ -57,11 +67,15 @@ __all__ = [
     "AuditRecord",
     "BundleManifest",
     "Cancelled",
+    "CarriedAction",
     "CompressedTurn",
     "ContextBundle",
     "DataLoss",
     "DeadlineExceeded",
+    "Episode",
     "FailedPrecondition",
+    "Fact",
+    "FactSource",
     "HandoffEvent",
     "HandoffResult",
     "Internal",
@@ -71,9 +85,13 @@ __all__ = [
     "MnemoError",
     "NotFound",
     "OutOfRange",
+    "PendingActionRef",
     "PermissionDenied",
+    "PutFactResult",
     "ResourceExhausted",
     "ReviewItem",
+    "SearchHit",
+    "SearchResult",
     "SeqRange",
     "Session",
     "SessionSettings",

@@ -5,10 +5,12 @@ Methods take and return plain Python values (dicts, dataclasses from
 has a deadline; a watch has one only when asked, since it is meant to stay
 open. Only calls that are safe to repeat are retried, with exponential
 backoff and jitter, on UNAVAILABLE and DEADLINE_EXCEEDED: reads (context
-bundles included), and appends that carry an idempotency key (the server
-replays those instead of writing twice). Everything else, handoffs
-included, is tried once, so a lost answer surfaces as an error instead of a
-duplicate write.
+bundles and searches included), appends that carry an idempotency key (the
+server replays those instead of writing twice), fact puts (a repeated put
+merges into the fact the first one stored) and pending-action updates
+(setting a status twice changes nothing more). Everything else, handoffs
+and fact deletions included, is tried once, so a lost answer surfaces as an
+error instead of a duplicate write.
 """
 
 from __future__ import annotations
@@ -28,9 +30,13 @@ from .models import (
     AppendResult,
     AuditRecord,
     ContextBundle,
+    Episode,
+    Fact,
     HandoffEvent,
     HandoffResult,
+    PutFactResult,
     ReviewItem,
+    SearchResult,
     Session,
     SessionSettings,
     StateChanged,
@@ -42,7 +48,7 @@ from .models import (
 )
 
 try:
-    from ._gen import context_pb2, memory_service_pb2_grpc, session_pb2, summary_pb2
+    from ._gen import context_pb2, knowledge_pb2, memory_service_pb2_grpc, session_pb2, summary_pb2
 except ModuleNotFoundError as e:  # the source tree has no stubs; they are made at build time
     if not (e.name or "").startswith(f"{__package__}._gen"):
         raise
@@ -143,7 +149,10 @@ class MnemoClient:
 
         `settings` keys: summary_every_turns, context_limit_tokens,
         idle_timeout_seconds, encoding ("cl100k_base" | "o200k_base"),
-        risk_level ("normal" | "high"); missing or zero ones take defaults.
+        risk_level ("normal" | "high"), fact_extraction ("enabled" |
+        "disabled": whether the session's summaries and the user's stated
+        preferences become facts of its subject); missing or zero ones take
+        defaults.
         `owner_agent` is the agent that owns the session at first (empty =
         unclaimed); the session starts at ``lease_epoch`` 1.
         """
@@ -487,6 +496,168 @@ class MnemoClient:
         call = self._stub.WatchSession(request, timeout=timeout, metadata=self._metadata)
         return SessionWatch(call, from_seq)
 
+    # Long-term memory: facts, episodes, pending actions and search
+
+    def put_fact(
+        self,
+        namespace: str,
+        subject_id: str,
+        text: str,
+        *,
+        key: str = "",
+        source_session_id: str = "",
+        source_seq: int = 0,
+        tags: Iterable[str] = (),
+        timeout: float | None = None,
+    ) -> PutFactResult:
+        """Stores a fact about `subject_id` (origin "client"); durable on return.
+
+        With `key` (``[a-z0-9_.-]``, 1 to 128 characters), a fact that has the
+        key of a current fact supersedes it (``outcome`` "superseded", the old
+        version in ``superseded``); a fact with the same words as a current
+        one of the subject (same key, or both unkeyed) is merged into it
+        (``outcome`` "merged": its sources and tags are added); else
+        ``outcome`` is "created". `source_session_id` (and `source_seq`, a
+        turn of it; 0 = the whole session) says where it was stated: an
+        unknown session raises `NotFound`. Bad fields raise `InvalidArgument`.
+
+        Retried on transient errors: a repeat of a put that was stored merges
+        into it, so after a lost answer the result says "merged" instead of
+        "created" or "superseded".
+        """
+        if source_seq and not source_session_id:
+            raise ValueError("source_seq needs source_session_id")
+        request = knowledge_pb2.PutFactRequest(
+            namespace=namespace, subject_id=subject_id, key=key, text=text, tags=_strings(tags)
+        )
+        if source_session_id:
+            request.source.session_id = source_session_id
+            request.source.seq = source_seq
+        response = self._call("PutFact", request, idempotent=True, timeout=timeout)
+        return from_message(PutFactResult, response)
+
+    def get_fact(self, namespace: str, fact_id: str, *, timeout: float | None = None) -> Fact:
+        """One fact version, current or superseded; `NotFound` if absent (or deleted)."""
+        request = knowledge_pb2.GetFactRequest(namespace=namespace, fact_id=fact_id)
+        response = self._call("GetFact", request, idempotent=True, timeout=timeout)
+        return from_message(Fact, response.fact)
+
+    def list_facts(
+        self,
+        namespace: str,
+        *,
+        subject_id: str = "",
+        tag: str = "",
+        key: str = "",
+        include_history: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> Iterator[Fact]:
+        """The namespace's facts (or `subject_id`'s), oldest first, optionally by `tag` and `key`.
+
+        Only current facts unless `include_history` (then superseded versions
+        too). `page_token` starts the listing at a ``next_page_token`` the
+        server gave for the same filters; the iterator follows the rest.
+        """
+        request = knowledge_pb2.ListFactsRequest(
+            namespace=namespace,
+            subject_id=subject_id,
+            tag=tag,
+            key=key,
+            include_history=include_history,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        return self._pages("ListFacts", request, "facts", lambda m: from_message(Fact, m), timeout)
+
+    def delete_fact(self, namespace: str, fact_id: str, *, timeout: float | None = None) -> Fact:
+        """Removes one fact version (at once from search results and bundles); returns it.
+
+        Deleting the current version of a key leaves the key without a
+        current fact; older versions stay as history. `NotFound` if absent.
+        Not retried: a repeat of a deletion that happened raises `NotFound`.
+        """
+        request = knowledge_pb2.DeleteFactRequest(namespace=namespace, fact_id=fact_id)
+        response = self._call("DeleteFact", request, idempotent=False, timeout=timeout)
+        return from_message(Fact, response.fact)
+
+    def list_episodes(
+        self,
+        namespace: str,
+        subject_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> Iterator[Episode]:
+        """The subject's past sessions, newest first: one `Episode` per session that closed or
+        went idle with a summary (written shortly after, by the background worker)."""
+        request = knowledge_pb2.ListEpisodesRequest(
+            namespace=namespace, subject_id=subject_id, page_size=page_size, page_token=page_token
+        )
+        return self._pages("ListEpisodes", request, "episodes", lambda m: from_message(Episode, m), timeout)
+
+    def update_pending_action(
+        self,
+        namespace: str,
+        session_id: str,
+        action_seq: int,
+        status: Literal["done", "in_progress", "pending"],
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Sets the status of a pending action of the session's latest summary; returns the
+        action (a dict shaped as in a summary).
+
+        The action is named by its session and its first evidence seq (a
+        `CarriedAction`'s ``ref``). A "done" action leaves the session's
+        bundles and no longer carries over to the subject's later sessions.
+        `NotFound` when the session or the action is unknown.
+        """
+        request = knowledge_pb2.UpdatePendingActionRequest(
+            namespace=namespace,
+            ref=knowledge_pb2.PendingActionRef(session_id=session_id, action_seq=action_seq),
+            status=enum_value_name(summary_pb2.ActionStatus.DESCRIPTOR, status),
+        )
+        response = self._call("UpdatePendingAction", request, idempotent=True, timeout=timeout)
+        return message_to_dict(response.action)
+
+    def search(
+        self,
+        namespace: str,
+        query: str,
+        *,
+        subject_id: str = "",
+        session_id: str = "",
+        kinds: Iterable[Literal["turn", "fact", "episode"]] = (),
+        limit: int = 0,
+        timeout: float | None = None,
+    ) -> SearchResult:
+        """Ranks the namespace's turns, current facts and episodes against `query` (BM25).
+
+        `query` is plain words (1 to 4096 bytes); `subject_id` and
+        `session_id` narrow the scope, `kinds` the kinds of hit (empty =
+        all), `limit` the number of hits (0 = 10; at most 100). The index
+        follows writes shortly after they are acknowledged: ``index_lag``
+        counts the writes it had not taken in yet (deleted sessions and facts
+        never appear, whatever the lag). `Unavailable` while the index is
+        rebuilt; retried like every read.
+        """
+        request = knowledge_pb2.SearchRequest(
+            namespace=namespace,
+            subject_id=subject_id,
+            session_id=session_id,
+            query=query,
+            kinds=[
+                knowledge_pb2.SearchKind.Value(enum_value_name(knowledge_pb2.SearchKind.DESCRIPTOR, k))
+                for k in _strings(kinds)
+            ],
+            limit=limit,
+        )
+        response = self._call("Search", request, idempotent=True, timeout=timeout)
+        return from_message(SearchResult, response)
+
     # Plumbing
 
     def _call(self, rpc: str, request: Message, *, idempotent: bool, timeout: float | None) -> Any:
@@ -580,6 +751,11 @@ _WATCH_EVENTS: dict[str, Callable[[Any], WatchEvent]] = {
     "handoff": lambda m: from_message(HandoffEvent, m),
     "state_changed": lambda m: from_message(StateChanged, m),
 }
+
+
+def _strings(values: Iterable[str]) -> list[str]:
+    """A list of strings; a lone string is one item, not its characters."""
+    return [values] if isinstance(values, str) else list(values)
 
 
 def _backoff(attempt: int) -> float:

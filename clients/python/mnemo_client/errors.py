@@ -50,7 +50,7 @@ class DeadlineExceeded(MnemoError):
 
 
 class NotFound(MnemoError):
-    """No such session, summary version or review item."""
+    """No such session, summary version, review item, fact or pending action."""
 
     status_code = grpc.StatusCode.NOT_FOUND
 

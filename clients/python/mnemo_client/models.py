@@ -6,7 +6,8 @@ timestamps as aware UTC `datetime`s, ``None`` when unset), so the proto's
 comments in ``proto/mnemo/v1/`` document them. Summaries are nested documents
 and are returned as dicts with the same conventions; so are the summary items
 (pending actions, open questions, decisions, key facts) a `ContextBundle`
-carries, which have exactly the shape they have in a summary dict.
+carries, which have exactly the shape they have in a summary dict, and the
+decisions and pending actions of an `Episode`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class SessionSettings:
     idle_timeout_seconds: int = 0
     encoding: str = "unspecified"  # "cl100k_base" | "o200k_base"
     risk_level: str = "unspecified"  # "normal" | "high"
+    fact_extraction: str = "unspecified"  # "enabled" | "disabled"
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ class SeqRange:
 class ManifestEntry:
     """What one section of a bundle held, shortened and left out (for the budget)."""
 
-    section: str  # "header" | "pending_actions" | ... | "recent_turns" | "earlier_turns"
+    section: str  # "header" | "pending_actions" | ... | "carried_actions" | "facts" | "episodes"
     available: int = 0
     included: int = 0
     shortened: int = 0
@@ -203,12 +205,121 @@ class CompressedTurn:
     shortened: bool = False  # True when `text` is shorter than the turn
 
 
+# Long-term memory (knowledge.proto): facts, episodes, carried actions, search.
+
+
+@dataclass(frozen=True)
+class FactSource:
+    """Where a fact was stated: a turn of a session (`seq` 0 = the session as a whole)."""
+
+    session_id: str
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A durable fact or preference about a subject; never changed in place.
+
+    A new fact with the same key supersedes it: the old version stays
+    readable with `superseded_by` set to the new version's id.
+    """
+
+    namespace: str
+    fact_id: str
+    subject_id: str = ""
+    key: str = ""  # empty for an unkeyed fact
+    text: str = ""
+    sources: list[FactSource] = field(default_factory=list)  # the first is the original
+    tags: list[str] = field(default_factory=list)
+    origin: str = "unspecified"  # "client" | "extracted"
+    supersedes: str = ""  # the version this one replaced; empty for a first version
+    superseded_by: str = ""  # empty while it is current
+    create_time: datetime | None = None
+    update_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PutFactResult:
+    """What `put_fact` did: the fact as stored now and how it got there."""
+
+    fact: Fact  # for "merged", the existing fact the put was merged into
+    outcome: str  # "created" | "superseded" | "merged"
+    superseded: Fact | None = None  # for "superseded": the previous version, now with superseded_by set
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A past session of a subject, as its final summary left it (one per session).
+
+    `decisions` and `pending_actions` are dicts shaped as in a summary; the
+    pending actions are those still open (done ones leave).
+    """
+
+    namespace: str
+    episode_id: str  # the session id
+    subject_id: str = ""
+    session_id: str = ""
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    topic: str = ""
+    outcome: str = "unspecified"  # "in_progress" | "resolved" | "unresolved_follow_up" | "completed"
+    prose: str = ""
+    user_intent: str = ""
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    pending_actions: list[dict[str, Any]] = field(default_factory=list)
+    summary_version: int = 0
+    last_seq: int = 0
+    ended_as: str = "unspecified"  # "closed" | "idle"
+
+
+@dataclass(frozen=True)
+class PendingActionRef:
+    """A pending action: the session whose summary holds it and the seq of the turn that raised it
+    (the action's first evidence seq). Pass both to `update_pending_action`."""
+
+    session_id: str
+    action_seq: int
+
+
+@dataclass(frozen=True)
+class CarriedAction:
+    """A pending action carried over into a bundle from a past session of the subject."""
+
+    ref: PendingActionRef
+    action: dict[str, Any]  # shaped as a summary's pending action
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result; which id fields are set depends on `kind`."""
+
+    kind: str  # "turn" | "fact" | "episode"
+    score: float = 0.0  # BM25; comparable within one response only
+    snippet: str = ""
+    subject_id: str = ""
+    session_id: str = ""  # turns and episodes
+    seq: int = 0  # turns
+    fact_id: str = ""  # facts
+    episode_id: str = ""  # episodes
+    role: str = "unspecified"  # turns: "user" | "assistant" | "system" | "tool"
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Search hits, best first, and how many writes the index had not caught up with yet."""
+
+    hits: list[SearchHit] = field(default_factory=list)
+    index_lag: int = 0  # 0 = the index was up to date; deleted sessions and facts never appear
+
+
 @dataclass(frozen=True)
 class ContextBundle:
     """What an agent loads to continue a session, within a token budget.
 
     `rendered_text` is ready for a system prompt; the structured fields hold
     exactly what it shows. Summary items are dicts shaped as in `summarize()`.
+    For a session with a subject, `carried_actions`, `facts` and `episodes`
+    bring in what the subject's past sessions left (long-term memory).
     """
 
     namespace: str
@@ -231,6 +342,9 @@ class ContextBundle:
     recent_turns: list[Turn] = field(default_factory=list)  # verbatim, oldest first
     earlier_turns: list[CompressedTurn] = field(default_factory=list)  # shortened, oldest first
     manifest: BundleManifest = field(default_factory=BundleManifest)
+    carried_actions: list[CarriedAction] = field(default_factory=list)  # open actions of past sessions
+    facts: list[Fact] = field(default_factory=list)  # the subject's current facts that fit
+    episodes: list[Episode] = field(default_factory=list)  # the subject's past sessions that fit
 
 
 @dataclass(frozen=True)
@@ -299,6 +413,14 @@ _NESTED: dict[tuple[type, str], type] = {
     (ContextBundle, "recent_turns"): Turn,
     (ContextBundle, "earlier_turns"): CompressedTurn,
     (ContextBundle, "manifest"): BundleManifest,
+    (ContextBundle, "carried_actions"): CarriedAction,
+    (ContextBundle, "facts"): Fact,
+    (ContextBundle, "episodes"): Episode,
+    (Fact, "sources"): FactSource,
+    (PutFactResult, "fact"): Fact,
+    (PutFactResult, "superseded"): Fact,
+    (CarriedAction, "ref"): PendingActionRef,
+    (SearchResult, "hits"): SearchHit,
     (HandoffResult, "session"): Session,
     (HandoffResult, "bundle"): ContextBundle,
 }

@@ -27,7 +27,7 @@ from mnemo_client import (
     MnemoError,
     NotFound,
 )
-from mnemo_client._gen import context_pb2, session_pb2, summary_pb2
+from mnemo_client._gen import context_pb2, knowledge_pb2, session_pb2, summary_pb2
 
 # The arguments exactly as the agent sent them: odd spacing, key order and
 # non-ASCII must all survive the round trip byte for byte.
@@ -333,6 +333,14 @@ def test_unreachable_daemon_raises_unavailable_after_retries() -> None:
         (mnemo_client.SummaryWritten, context_pb2.SummaryWritten),
         (mnemo_client.HandoffEvent, context_pb2.HandoffEvent),
         (mnemo_client.StateChanged, context_pb2.StateChanged),
+        (mnemo_client.FactSource, knowledge_pb2.FactSource),
+        (mnemo_client.Fact, knowledge_pb2.Fact),
+        (mnemo_client.PutFactResult, knowledge_pb2.PutFactResponse),
+        (mnemo_client.Episode, knowledge_pb2.Episode),
+        (mnemo_client.PendingActionRef, knowledge_pb2.PendingActionRef),
+        (mnemo_client.CarriedAction, knowledge_pb2.CarriedAction),
+        (mnemo_client.SearchHit, knowledge_pb2.SearchHit),
+        (mnemo_client.SearchResult, knowledge_pb2.SearchResponse),
     ],
 )
 def test_models_mirror_the_proto(model: type, message: Any) -> None:
