@@ -167,3 +167,125 @@ fn a_person_can_drive_a_session_from_the_shell() {
     );
     assert!(daemon.terminate().success());
 }
+
+#[test]
+fn facts_search_episodes_and_reindex_from_the_shell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let daemon = Binary::start(&data, &[]);
+    let addr = daemon.url();
+    let put = ok(
+        &addr,
+        &[
+            "fact",
+            "put",
+            "-n",
+            "shop",
+            "--subject",
+            "ann",
+            "--key",
+            "size",
+            "Wears size M.",
+        ],
+    );
+    assert!(put.contains("(created)"), "{put}");
+    let put = ok(
+        &addr,
+        &[
+            "fact",
+            "put",
+            "-n",
+            "shop",
+            "--subject",
+            "ann",
+            "--key",
+            "size",
+            "Wears size L now.",
+        ],
+    );
+    assert!(put.contains("(superseded "), "{put}");
+    let list = ok(
+        &addr,
+        &["fact", "list", "-n", "shop", "--subject", "ann", "--json"],
+    );
+    assert_eq!(list.lines().count(), 1, "{list}");
+    let fact: serde_json::Value = serde_json::from_str(list.trim()).unwrap();
+    assert_eq!(fact["text"], "Wears size L now.");
+    let history = ok(
+        &addr,
+        &[
+            "fact",
+            "list",
+            "-n",
+            "shop",
+            "--subject",
+            "ann",
+            "--history",
+        ],
+    );
+    assert_eq!(history.lines().count(), 2, "{history}");
+
+    ok(
+        &addr,
+        &[
+            "session",
+            "create",
+            "-n",
+            "shop",
+            "--id",
+            "v1",
+            "--subject",
+            "ann",
+        ],
+    );
+    ok(
+        &addr,
+        &[
+            "append",
+            "-n",
+            "shop",
+            "-s",
+            "v1",
+            "The parcel with the blue raincoat never arrived.",
+        ],
+    );
+    ok(&addr, &["session", "close", "-n", "shop", "-s", "v1"]);
+    // The index catches up shortly after the write.
+    let mut found = String::new();
+    for _ in 0..300 {
+        found = ok(
+            &addr,
+            &["search", "-n", "shop", "--kind", "turn", "raincoat parcel"],
+        );
+        if found.contains("v1 #1") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(found.contains("v1 #1"), "{found}");
+    let mut episodes = String::new();
+    for _ in 0..300 {
+        episodes = ok(
+            &addr,
+            &["episodes", "-n", "shop", "--subject", "ann", "--json"],
+        );
+        if !episodes.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(episodes.contains("\"session_id\":\"v1\""), "{episodes}");
+    let err = mnemo(&addr, &["search", "-n", "shop", "--limit", "101", "x"]);
+    assert!(!err.status.success());
+    assert!(String::from_utf8_lossy(&err.stderr).contains("InvalidArgument"));
+    assert!(daemon.terminate().success());
+
+    // Offline rebuild, then the daemon serves the rebuilt index.
+    let out = ok(&addr, &["reindex", "--data-dir", data.to_str().unwrap()]);
+    assert!(out.starts_with("reindexed "), "{out}");
+    let daemon = Binary::start(&data, &[]);
+    let addr = daemon.url();
+    let found = ok(&addr, &["search", "-n", "shop", "raincoat"]);
+    assert!(found.contains("v1 #1"), "{found}");
+    assert!(daemon.terminate().success());
+}

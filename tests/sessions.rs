@@ -38,6 +38,7 @@ async fn create_fills_defaults_and_generates_sortable_ids() {
                 idle_timeout_seconds: 60,
                 encoding: pb::Encoding::O200kBase as i32,
                 risk_level: pb::RiskLevel::High as i32,
+                fact_extraction: pb::FactExtraction::Disabled as i32,
             }),
             owner_agent: "agent-billing".into(),
         })

@@ -249,7 +249,7 @@ impl<E: Engine> KvStore<E> {
     }
 
     fn episode_key_of(&self, ns: &str, session_id: &str) -> Result<Option<Vec<u8>>> {
-        Ok(self.engine().get(&keys::episode_of(ns, session_id))?)
+        self.engine().get(&keys::episode_of(ns, session_id))
     }
 }
 

@@ -2,10 +2,13 @@
 //
 // Methods take and return the plain values of types.ts and reject with
 // MnemoError. Every attempt has a deadline. Only calls that are safe to repeat
-// are retried, with exponential backoff and jitter, on UNAVAILABLE: reads, and
-// appends that carry an idempotency key (the server replays those instead of
-// writing twice). Everything else is tried once, so a lost answer surfaces as
-// an error instead of a duplicate write.
+// are retried, with exponential backoff and jitter, on UNAVAILABLE: reads
+// (searches included), appends that carry an idempotency key (the server
+// replays those instead of writing twice), fact puts (a repeated put merges
+// into the fact the first one stored) and pending-action updates (setting a
+// status twice changes nothing more). Everything else, fact deletions
+// included, is tried once, so a lost answer surfaces as an error instead of a
+// duplicate write.
 //
 // Every typed method is a few lines over `unary` (one RPC), `page`/`pages` (a
 // paginated list) or `serverStream`: option names are the request's field
@@ -19,15 +22,23 @@ import { Codec } from './codec';
 import { errorFromGrpc } from './errors';
 import { SERVICE_NAME, loadContract } from './proto';
 import type {
+  ActionStatus,
   AppendResult,
   AuditRecord,
   ContextBundle,
   Encoding,
+  Episode,
+  Fact,
   HandoffResult,
   HealthStatus,
   NewTurn,
   Page,
+  PendingAction,
+  PendingActionRef,
+  PutFactResult,
   ReviewItem,
+  SearchKind,
+  SearchResult,
   Session,
   SessionSettings,
   SessionState,
@@ -164,6 +175,37 @@ export interface WatchOptions {
 
 export interface PageOptions extends CallOptions {
   pageSize?: number;
+}
+
+export interface PutFactOptions extends CallOptions {
+  /** `[a-z0-9_.-]`, 1 to 128 characters: a fact with the key of a current fact supersedes it. */
+  key?: string;
+  /** Where it was stated: a session of the namespace (NOT_FOUND otherwise) and one of its turns (`seq` absent or 0: the whole session). */
+  source?: { sessionId: string; seq?: number };
+  /** At most 16, each 1 to 64 characters of `[A-Za-z0-9_.:-]`. */
+  tags?: string[];
+}
+
+export interface ListFactsOptions extends PageOptions {
+  /** Only facts about this subject; absent: every subject of the namespace. */
+  subjectId?: string;
+  /** Only facts with this tag. */
+  tag?: string;
+  /** Only facts with this key. */
+  key?: string;
+  /** Superseded versions too; by default only current facts. */
+  includeHistory?: boolean;
+}
+
+export interface SearchOptions extends CallOptions {
+  /** Only this subject's turns, facts and episodes. */
+  subjectId?: string;
+  /** Only this session's turns (and its episode). */
+  sessionId?: string;
+  /** What to return; absent or empty: every kind. */
+  kinds?: Exclude<SearchKind, 'UNSPECIFIED'>[];
+  /** Most hits (absent: 10; at most 100). */
+  limit?: number;
 }
 
 /** A `pageToken` from the previous page's `nextPageToken`. */
@@ -391,6 +433,87 @@ export class MnemoClient {
   watchSession(namespace: string, sessionId: string, options: WatchOptions = {}): AsyncIterable<WatchEvent> {
     const { timeoutMs, signal, ...fields } = options;
     return this.serverStream<WatchEvent>('WatchSession', { namespace, sessionId, ...fields }, { timeoutMs, signal });
+  }
+
+  // Long-term memory: facts, episodes, pending actions and search
+
+  /**
+   * Stores a fact about `subjectId` (origin CLIENT); durable on return. With a
+   * `key`, it supersedes the current fact with that key (outcome SUPERSEDED,
+   * the old version in `superseded`); the same words as a current fact of the
+   * subject (same key, or both unkeyed) merge into it (MERGED: sources and tags
+   * added); else CREATED. Retried on UNAVAILABLE: a repeat of a put that was
+   * stored merges into it, so after a lost answer the outcome says MERGED.
+   */
+  async putFact(namespace: string, subjectId: string, text: string, options: PutFactOptions = {}): Promise<PutFactResult> {
+    const { timeoutMs, ...fields } = options;
+    return (await this.unary('PutFact', { namespace, subjectId, text, ...fields }, { idempotent: true, timeoutMs })) as unknown as PutFactResult;
+  }
+
+  /** One fact version, current or superseded; NOT_FOUND if absent (or deleted). */
+  async getFact(namespace: string, factId: string, options: CallOptions = {}): Promise<Fact> {
+    const response = await this.unary('GetFact', { namespace, factId }, { idempotent: true, timeoutMs: options.timeoutMs });
+    return response.fact as Fact;
+  }
+
+  /** One page of the namespace's (or a subject's) facts, oldest first; current only unless `includeHistory`. */
+  listFacts(namespace: string, options: WithPageToken<ListFactsOptions> = {}): Promise<Page<Fact>> {
+    return this.page('ListFacts', 'facts', { namespace }, options);
+  }
+
+  /** Every fact matching the filters, oldest first, fetched page by page. */
+  iterFacts(namespace: string, options: ListFactsOptions = {}): AsyncIterable<Fact> {
+    return this.pages('ListFacts', 'facts', { namespace }, options);
+  }
+
+  /**
+   * Removes one fact version (at once from search results and bundles) and
+   * resolves to it. Deleting the current version of a key leaves the key
+   * without a current fact. Tried once: a repeat of a deletion that happened
+   * gets NOT_FOUND.
+   */
+  async deleteFact(namespace: string, factId: string, options: CallOptions = {}): Promise<Fact> {
+    const response = await this.unary('DeleteFact', { namespace, factId }, { idempotent: false, timeoutMs: options.timeoutMs });
+    return response.fact as Fact;
+  }
+
+  /** One page of the subject's past sessions, newest first (one episode per session that closed or went idle with a summary). */
+  listEpisodes(namespace: string, subjectId: string, options: WithPageToken<PageOptions> = {}): Promise<Page<Episode>> {
+    return this.page('ListEpisodes', 'episodes', { namespace, subjectId }, options);
+  }
+
+  /** Every past session of the subject, newest first, fetched page by page. */
+  iterEpisodes(namespace: string, subjectId: string, options: PageOptions = {}): AsyncIterable<Episode> {
+    return this.pages('ListEpisodes', 'episodes', { namespace, subjectId }, options);
+  }
+
+  /**
+   * Sets the status of a pending action of a session's latest summary (`ref`:
+   * the session and the action's first evidence seq, e.g. a CarriedAction's
+   * `ref`) and resolves to the action. A DONE action leaves the session's
+   * bundles and stops carrying over to the subject's later sessions.
+   * NOT_FOUND when the session or the action is unknown.
+   */
+  async updatePendingAction(
+    namespace: string,
+    ref: PendingActionRef,
+    status: Exclude<ActionStatus, 'UNSPECIFIED'>,
+    options: CallOptions = {},
+  ): Promise<PendingAction> {
+    const request = { namespace, ref: { sessionId: ref.sessionId, actionSeq: ref.actionSeq }, status };
+    const response = await this.unary('UpdatePendingAction', request, { idempotent: true, timeoutMs: options.timeoutMs });
+    return response.action as PendingAction;
+  }
+
+  /**
+   * Ranks the namespace's turns, current facts and episodes against `query`
+   * (plain words, BM25). The index follows writes shortly after they are
+   * acknowledged: `indexLag` counts the writes it had not taken in yet.
+   * Retried on UNAVAILABLE, which is also what a rebuilding index answers.
+   */
+  async search(namespace: string, query: string, options: SearchOptions = {}): Promise<SearchResult> {
+    const { timeoutMs, ...fields } = options;
+    return (await this.unary('Search', { namespace, query, ...fields }, { idempotent: true, timeoutMs })) as unknown as SearchResult;
   }
 
   // Any RPC

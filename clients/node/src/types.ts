@@ -47,7 +47,18 @@ export type BundleSection =
   | 'SUMMARY'
   | 'KEY_FACTS'
   | 'RECENT_TURNS'
-  | 'EARLIER_TURNS';
+  | 'EARLIER_TURNS'
+  | 'CARRIED_ACTIONS'
+  | 'FACTS'
+  | 'EPISODES';
+/** mnemo.v1.FactExtraction */
+export type FactExtraction = 'UNSPECIFIED' | 'ENABLED' | 'DISABLED';
+/** mnemo.v1.FactOrigin */
+export type FactOrigin = 'UNSPECIFIED' | 'CLIENT' | 'EXTRACTED';
+/** mnemo.v1.PutFactOutcome */
+export type PutFactOutcome = 'UNSPECIFIED' | 'CREATED' | 'SUPERSEDED' | 'MERGED';
+/** mnemo.v1.SearchKind */
+export type SearchKind = 'UNSPECIFIED' | 'TURN' | 'FACT' | 'EPISODE';
 
 /** grpc.health.v1.HealthCheckResponse.ServingStatus */
 export type HealthStatus = 'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN';
@@ -61,6 +72,7 @@ export interface SessionSettings {
   idleTimeoutSeconds: number;
   encoding: Encoding;
   riskLevel: RiskLevel;
+  factExtraction: FactExtraction;
 }
 
 /** mnemo.v1.Session */
@@ -367,6 +379,12 @@ export interface ContextBundle {
   recentTurns: Turn[];
   earlierTurns: CompressedTurn[];
   manifest: BundleManifest | null;
+  /** Pending actions of the subject's past sessions that nobody marked done. */
+  carriedActions: CarriedAction[];
+  /** The subject's current facts that fit. */
+  facts: Fact[];
+  /** The subject's past sessions that fit. */
+  episodes: Episode[];
 }
 
 /** mnemo.v1.HandoffResponse */
@@ -410,6 +428,102 @@ export type WatchEvent =
   | { event: 'summaryWritten'; summaryWritten: SummaryWritten }
   | { event: 'handoff'; handoff: HandoffEvent }
   | { event: 'stateChanged'; stateChanged: StateChanged };
+
+// Long-term memory: facts, episodes, carried actions and search (knowledge.proto).
+
+/** mnemo.v1.FactSource: where a fact was stated (`seq` 0: the session as a whole). */
+export interface FactSource {
+  sessionId: string;
+  seq: number;
+}
+
+/** mnemo.v1.Fact: a fact about a subject; a new version with the same key supersedes it. */
+export interface Fact {
+  namespace: string;
+  factId: string;
+  subjectId: string;
+  /** '' for an unkeyed fact. */
+  key: string;
+  text: string;
+  sources: FactSource[];
+  tags: string[];
+  origin: FactOrigin;
+  /** The version this one replaced; '' for a first version. */
+  supersedes: string;
+  /** The version that replaced this one; '' while it is current. */
+  supersededBy: string;
+  createTime: Date | null;
+  updateTime: Date | null;
+}
+
+/** mnemo.v1.PutFactResponse: what putFact did. */
+export interface PutFactResult {
+  /** The fact as stored now (for MERGED, the existing fact). */
+  fact: Fact;
+  outcome: PutFactOutcome;
+  /** For SUPERSEDED: the previous version, now with `supersededBy` set; else null. */
+  superseded: Fact | null;
+}
+
+/** mnemo.v1.Episode: a past session of a subject, as its final summary left it. */
+export interface Episode {
+  namespace: string;
+  /** The session id (one episode per session). */
+  episodeId: string;
+  subjectId: string;
+  sessionId: string;
+  startTime: Date | null;
+  endTime: Date | null;
+  topic: string;
+  outcome: Outcome;
+  prose: string;
+  userIntent: string;
+  decisions: Decision[];
+  /** The actions still pending (those marked done since are left out). */
+  pendingActions: PendingAction[];
+  summaryVersion: number;
+  lastSeq: number;
+  /** CLOSED or IDLE. */
+  endedAs: SessionState;
+}
+
+/** mnemo.v1.PendingActionRef: a pending action, named by its session and the seq of the turn that raised it. */
+export interface PendingActionRef {
+  sessionId: string;
+  actionSeq: number;
+}
+
+/** mnemo.v1.CarriedAction: a pending action carried over from a past session of the subject. */
+export interface CarriedAction {
+  /** Pass it to updatePendingAction. */
+  ref: PendingActionRef;
+  action: PendingAction;
+}
+
+/** mnemo.v1.SearchHit: one search result; which ids are set depends on `kind`. */
+export interface SearchHit {
+  kind: SearchKind;
+  /** BM25 relevance; comparable within one response only. */
+  score: number;
+  snippet: string;
+  subjectId: string;
+  /** TURN and EPISODE: the session; FACT: the session it was extracted from. */
+  sessionId: string;
+  /** TURN: the turn's seq; FACT: the turn it was extracted from. */
+  seq: number;
+  factId: string;
+  episodeId: string;
+  /** TURN: who produced it. */
+  role: Role;
+}
+
+/** mnemo.v1.SearchResponse */
+export interface SearchResult {
+  /** Best first. */
+  hits: SearchHit[];
+  /** Writes not yet in the index when the search ran (0: up to date). Deleted sessions and facts never appear. */
+  indexLag: number;
+}
 
 /** One page of a paginated list; pass `nextPageToken` as `pageToken` for the next ('' = no more). */
 export interface Page<T> {

@@ -19,18 +19,19 @@ import grpc
 import pytest
 
 from mnemo_client import DeadlineExceeded, MnemoClient, NotFound, ResourceExhausted, Turn, Unavailable
-from mnemo_client._gen import context_pb2, session_pb2
+from mnemo_client._gen import context_pb2, knowledge_pb2, session_pb2, summary_pb2
 
 
 class ScriptedServer:
-    """Serves GetSession, AppendTurns, GetContextBundle, Handoff and WatchSession,
-    failing each call with the next scripted code."""
+    """Serves GetSession, AppendTurns, GetContextBundle, Handoff, WatchSession, PutFact,
+    DeleteFact, UpdatePendingAction and Search, failing each call with the next scripted code."""
 
     def __init__(self, credentials: grpc.ServerCredentials | None = None) -> None:
         self.failures: list[grpc.StatusCode] = []
         self.delay_seconds = 0.0
         self.watch_trailers: tuple[tuple[str, str], ...] = ()
         self.calls: list[tuple[str, dict[str, str]]] = []
+        self.requests: list[Any] = []  # what the knowledge handlers received
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "GetSession": grpc.unary_unary_rpc_method_handler(
                 self._get_session,
@@ -56,6 +57,26 @@ class ScriptedServer:
                 self._watch_session,
                 request_deserializer=context_pb2.WatchSessionRequest.FromString,
                 response_serializer=context_pb2.WatchSessionResponse.SerializeToString,
+            ),
+            "PutFact": grpc.unary_unary_rpc_method_handler(
+                self._put_fact,
+                request_deserializer=knowledge_pb2.PutFactRequest.FromString,
+                response_serializer=knowledge_pb2.PutFactResponse.SerializeToString,
+            ),
+            "DeleteFact": grpc.unary_unary_rpc_method_handler(
+                self._delete_fact,
+                request_deserializer=knowledge_pb2.DeleteFactRequest.FromString,
+                response_serializer=knowledge_pb2.DeleteFactResponse.SerializeToString,
+            ),
+            "UpdatePendingAction": grpc.unary_unary_rpc_method_handler(
+                self._update_pending_action,
+                request_deserializer=knowledge_pb2.UpdatePendingActionRequest.FromString,
+                response_serializer=knowledge_pb2.UpdatePendingActionResponse.SerializeToString,
+            ),
+            "Search": grpc.unary_unary_rpc_method_handler(
+                self._search,
+                request_deserializer=knowledge_pb2.SearchRequest.FromString,
+                response_serializer=knowledge_pb2.SearchResponse.SerializeToString,
             ),
         }
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -98,6 +119,28 @@ class ScriptedServer:
         yield context_pb2.WatchSessionResponse(turn=turn)
         context.set_trailing_metadata(self.watch_trailers)
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "scripted end of the watch")
+
+    def _put_fact(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._answer("PutFact", context)
+        self.requests.append(request)
+        fact = knowledge_pb2.Fact(namespace=request.namespace, fact_id="f1", text=request.text)
+        return knowledge_pb2.PutFactResponse(fact=fact, outcome=knowledge_pb2.PUT_FACT_OUTCOME_CREATED)
+
+    def _delete_fact(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._answer("DeleteFact", context)
+        return knowledge_pb2.DeleteFactResponse(fact=knowledge_pb2.Fact(fact_id=request.fact_id))
+
+    def _update_pending_action(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._answer("UpdatePendingAction", context)
+        self.requests.append(request)
+        action = summary_pb2.PendingAction(action="ship it", status=request.status)
+        return knowledge_pb2.UpdatePendingActionResponse(action=action)
+
+    def _search(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._answer("Search", context)
+        self.requests.append(request)
+        hit = knowledge_pb2.SearchHit(kind=knowledge_pb2.SEARCH_KIND_FACT, fact_id="f1", score=1.5)
+        return knowledge_pb2.SearchResponse(hits=[hit], index_lag=2)
 
 
 @pytest.fixture
@@ -162,6 +205,47 @@ def test_handoffs_are_not_retried(scripted: ScriptedServer, client: MnemoClient)
         client.handoff("ns", "s", "agent-a", "agent-b", 1)
     assert len(scripted.calls) == 1
     assert client.handoff("ns", "s", "agent-a", "agent-b", 1).lease_epoch == 2
+
+
+def test_fact_puts_are_retried_and_sent_whole(scripted: ScriptedServer, client: MnemoClient) -> None:
+    # A repeat of a put that was stored merges into it instead of writing twice.
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED]
+    result = client.put_fact(
+        "ns", "u1", "Prefers tea.", key="drink", source_session_id="s", source_seq=3, tags="vip"
+    )
+    assert (result.fact.fact_id, result.outcome, result.superseded) == ("f1", "created", None)
+    assert len(scripted.calls) == 3
+    sent = scripted.requests[-1]
+    assert (sent.subject_id, sent.key, sent.text, list(sent.tags)) == ("u1", "drink", "Prefers tea.", ["vip"])
+    assert (sent.source.session_id, sent.source.seq) == ("s", 3)
+    client.put_fact("ns", "u1", "No source.")
+    assert not scripted.requests[-1].HasField("source")
+
+
+def test_fact_deletions_are_not_retried(scripted: ScriptedServer, client: MnemoClient) -> None:
+    # A repeat of a deletion that happened would get NOT_FOUND.
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE]
+    with pytest.raises(Unavailable):
+        client.delete_fact("ns", "f1")
+    assert len(scripted.calls) == 1
+
+
+def test_pending_action_updates_and_searches_are_retried(
+    scripted: ScriptedServer, client: MnemoClient
+) -> None:
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE]
+    assert client.update_pending_action("ns", "s", 4, "in_progress")["status"] == "in_progress"
+    sent = scripted.requests[-1]
+    assert (sent.ref.session_id, sent.ref.action_seq) == ("s", 4)
+    assert len(scripted.calls) == 2
+
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE]  # also what a rebuilding index answers
+    result = client.search("ns", "tea", kinds=["fact", "episode"], limit=5, subject_id="u1")
+    assert (result.index_lag, [(h.kind, h.fact_id) for h in result.hits]) == (2, [("fact", "f1")])
+    sent = scripted.requests[-1]
+    assert list(sent.kinds) == [knowledge_pb2.SEARCH_KIND_FACT, knowledge_pb2.SEARCH_KIND_EPISODE]
+    assert (sent.query, sent.limit, sent.subject_id) == ("tea", 5, "u1")
+    assert len(scripted.calls) == 4
 
 
 @pytest.mark.parametrize(

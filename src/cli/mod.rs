@@ -2,6 +2,8 @@
 //! are a small gRPC client for people (create a session, append, list).
 //! Errors print one line (gRPC status and message) and exit non-zero.
 
+mod knowledge;
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -123,6 +125,18 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Manage facts about subjects.
+    #[command(subcommand)]
+    Fact(knowledge::FactCommand),
+    /// Search turns, facts and episodes (BM25 ranked).
+    Search(knowledge::SearchArgs),
+    /// List a subject's past sessions, newest first.
+    Episodes(knowledge::EpisodesArgs),
+    /// Set the status of a pending action (DONE stops it carrying over).
+    Action(knowledge::ActionArgs),
+    /// Rebuild the search index of a data directory from its store (with
+    /// the daemon stopped; the daemon also rebuilds a missing index).
+    Reindex(Overrides),
     /// List a session's turns, oldest first.
     Turns {
         #[command(flatten)]
@@ -205,7 +219,7 @@ struct Target {
 }
 
 #[derive(Debug, clap::Args)]
-struct ClientArgs {
+pub(crate) struct ClientArgs {
     /// Daemon address.
     #[arg(long, env = "MNEMO_ADDR", default_value = "http://127.0.0.1:50051")]
     addr: String,
@@ -246,6 +260,15 @@ async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Serve(overrides) => serve(overrides).await,
         Command::Session(cmd) => session(cmd).await.map_err(status_line),
+        Command::Fact(cmd) => knowledge::fact(cmd).await,
+        Command::Search(args) => knowledge::search(args).await,
+        Command::Episodes(args) => knowledge::episodes(args).await,
+        Command::Action(args) => knowledge::action(args).await,
+        Command::Reindex(overrides) => {
+            tokio::task::spawn_blocking(move || knowledge::reindex(&overrides))
+                .await
+                .map_err(|e| e.to_string())?
+        }
         Command::Append {
             target,
             role,
@@ -630,6 +653,16 @@ fn bundle_json(b: &pb::ContextBundle) -> String {
         "budget_tokens": b.budget_tokens,
         "token_count": b.token_count,
         "rendered_text": b.rendered_text,
+        "carried_actions": b.carried_actions.iter().map(|c| {
+            let r = c.r#ref.clone().unwrap_or_default();
+            serde_json::json!({
+                "session_id": r.session_id,
+                "action_seq": r.action_seq,
+                "action": c.action.as_ref().map(|a| a.action.clone()).unwrap_or_default(),
+            })
+        }).collect::<Vec<_>>(),
+        "facts": b.facts.iter().map(|f| serde_json::json!({"fact_id": f.fact_id, "key": f.key, "text": f.text})).collect::<Vec<_>>(),
+        "episodes": b.episodes.iter().map(|e| serde_json::json!({"session_id": e.session_id, "topic": e.topic})).collect::<Vec<_>>(),
         "manifest": {
             "summary_version": manifest.summary_version,
             "complete": manifest.complete,
@@ -639,13 +672,13 @@ fn bundle_json(b: &pb::ContextBundle) -> String {
     serde_json::to_string_pretty(&v).unwrap_or_default()
 }
 
-async fn connect(args: &ClientArgs) -> Result<MemoryServiceClient<Channel>, String> {
+pub(crate) async fn connect(args: &ClientArgs) -> Result<MemoryServiceClient<Channel>, String> {
     MemoryServiceClient::connect(args.addr.clone())
         .await
         .map_err(|e| format!("cannot connect to {}: {e}", args.addr))
 }
 
-fn status_line(s: tonic::Status) -> String {
+pub(crate) fn status_line(s: tonic::Status) -> String {
     format!("{:?}: {}", s.code(), s.message())
 }
 
