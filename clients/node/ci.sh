@@ -27,4 +27,5 @@ fi
 npm ci --silent --no-audit --no-fund --ignore-scripts
 rm -rf build # no test compiled from a deleted source
 node_modules/.bin/tsc -p .
-exec node --test --test-reporter=spec --test-timeout=120000 build/test/*.test.js "$@"
+# Options go before the files: node 20 takes anything after them for a file.
+exec node --test --test-reporter=spec --test-timeout=120000 "$@" build/test/*.test.js

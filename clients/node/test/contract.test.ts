@@ -20,6 +20,7 @@ const session: Fields<T.Session> = {
 };
 const settings: Fields<T.SessionSettings> = {
   summaryEveryTurns: true, contextLimitTokens: true, idleTimeoutSeconds: true, encoding: true, riskLevel: true,
+  factExtraction: true,
 };
 const toolCall: Fields<T.ToolCall> = { toolName: true, argumentsJson: true, result: true, status: true, errorDetails: true };
 const newToolCall: Fields<T.NewToolCall> = { toolName: true, argumentsJson: true, result: true, status: true, errorDetails: true };
@@ -76,12 +77,29 @@ const contextBundle: Fields<T.ContextBundle> = {
   namespace: true, sessionId: true, subjectId: true, state: true, ownerAgent: true, leaseEpoch: true, asOfSeq: true,
   encoding: true, budgetTokens: true, tokenCount: true, renderedText: true, userIntent: true, prose: true,
   pendingActions: true, openQuestions: true, decisions: true, keyFacts: true, recentTurns: true, earlierTurns: true,
-  manifest: true,
+  manifest: true, carriedActions: true, facts: true, episodes: true,
 };
 const handoffResult: Fields<T.HandoffResult> = { session: true, leaseEpoch: true, eventSeq: true, summary: true, bundle: true };
 const summaryWritten: Fields<T.SummaryWritten> = { version: true, coversThroughSeq: true, trigger: true };
 const handoffEvent: Fields<T.HandoffEvent> = { fromAgent: true, toAgent: true, reason: true, leaseEpoch: true, seq: true };
 const stateChanged: Fields<T.StateChanged> = { state: true, atSeq: true };
+const factSource: Fields<T.FactSource> = { sessionId: true, seq: true };
+const fact: Fields<T.Fact> = {
+  namespace: true, factId: true, subjectId: true, key: true, text: true, sources: true, tags: true, origin: true,
+  supersedes: true, supersededBy: true, createTime: true, updateTime: true,
+};
+const putFactResult: Fields<T.PutFactResult> = { fact: true, outcome: true, superseded: true };
+const episode: Fields<T.Episode> = {
+  namespace: true, episodeId: true, subjectId: true, sessionId: true, startTime: true, endTime: true, topic: true,
+  outcome: true, prose: true, userIntent: true, decisions: true, pendingActions: true, summaryVersion: true, lastSeq: true,
+  endedAs: true,
+};
+const pendingActionRef: Fields<T.PendingActionRef> = { sessionId: true, actionSeq: true };
+const carriedAction: Fields<T.CarriedAction> = { ref: true, action: true };
+const searchHit: Fields<T.SearchHit> = {
+  kind: true, score: true, snippet: true, subjectId: true, sessionId: true, seq: true, factId: true, episodeId: true, role: true,
+};
+const searchResult: Fields<T.SearchResult> = { hits: true, indexLag: true };
 // The members of the oneof `event`, which WatchEvent's discriminant names.
 const watchEvent: Record<T.WatchEvent['event'], true> = { turn: true, summaryWritten: true, handoff: true, stateChanged: true };
 
@@ -94,7 +112,9 @@ const MESSAGES: [string, object][] = [
   ['AuditRecord', auditRecord], ['ReviewItem', reviewItem], ['SeqRange', seqRange], ['ManifestEntry', manifestEntry],
   ['BundleManifest', bundleManifest], ['CompressedTurn', compressedTurn], ['ContextBundle', contextBundle],
   ['HandoffResponse', handoffResult], ['SummaryWritten', summaryWritten], ['HandoffEvent', handoffEvent],
-  ['StateChanged', stateChanged], ['WatchSessionResponse', watchEvent],
+  ['StateChanged', stateChanged], ['WatchSessionResponse', watchEvent], ['FactSource', factSource], ['Fact', fact],
+  ['PutFactResponse', putFactResult], ['Episode', episode], ['PendingActionRef', pendingActionRef],
+  ['CarriedAction', carriedAction], ['SearchHit', searchHit], ['SearchResponse', searchResult],
 ];
 
 type Values<E extends string> = Record<E, true>;
@@ -117,8 +137,12 @@ const ENUMS: [string, object][] = [
   ['SummaryFormat', { UNSPECIFIED: true, STRUCTURED: true, JSON: true, MARKDOWN: true } satisfies Values<T.SummaryFormat>],
   ['BundleSection', {
     UNSPECIFIED: true, HEADER: true, PENDING_ACTIONS: true, OPEN_QUESTIONS: true, DECISIONS: true, SUMMARY: true,
-    KEY_FACTS: true, RECENT_TURNS: true, EARLIER_TURNS: true,
+    KEY_FACTS: true, RECENT_TURNS: true, EARLIER_TURNS: true, CARRIED_ACTIONS: true, FACTS: true, EPISODES: true,
   } satisfies Values<T.BundleSection>],
+  ['FactExtraction', { UNSPECIFIED: true, ENABLED: true, DISABLED: true } satisfies Values<T.FactExtraction>],
+  ['FactOrigin', { UNSPECIFIED: true, CLIENT: true, EXTRACTED: true } satisfies Values<T.FactOrigin>],
+  ['PutFactOutcome', { UNSPECIFIED: true, CREATED: true, SUPERSEDED: true, MERGED: true } satisfies Values<T.PutFactOutcome>],
+  ['SearchKind', { UNSPECIFIED: true, TURN: true, FACT: true, EPISODE: true } satisfies Values<T.SearchKind>],
 ];
 
 const codec = new Codec(loadContract());

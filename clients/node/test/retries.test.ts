@@ -42,6 +42,10 @@ class ScriptedServer {
         const [ids, next] = pages[request.pageToken as string]!;
         return { sessions: ids.map((sessionId) => ({ namespace: request.namespace, sessionId })), nextPageToken: next };
       }),
+      PutFact: scripted.handler('PutFact', (request) => ({ fact: { factId: 'f1', text: request.text }, outcome: 'PUT_FACT_OUTCOME_CREATED' })),
+      DeleteFact: scripted.handler('DeleteFact', (request) => ({ fact: { factId: request.factId } })),
+      UpdatePendingAction: scripted.handler('UpdatePendingAction', (request) => ({ action: { action: 'ship it', status: request.status } })),
+      Search: scripted.handler('Search', () => ({ hits: [{ kind: 'SEARCH_KIND_FACT', factId: 'f1', score: 1.5 }], indexLag: 2 })),
     });
     return scripted;
   }
@@ -137,6 +141,40 @@ test('appends with an idempotency key are retried with the same key', async () =
   const client = connect(`127.0.0.1:${server.port}`);
   assert.equal((await client.appendTurns('ns', 's', TURN, { idempotencyKey: 'k1' })).lastSeq, 1);
   assert.deepEqual(server.calls.map((c) => c.request.idempotencyKey), ['k1', 'k1', 'k1']);
+});
+
+test('fact puts, pending-action updates and searches are retried; fact deletions are not', async () => {
+  const server = await scripted();
+  const client = connect(`127.0.0.1:${server.port}`);
+  server.failures = [grpc.status.UNAVAILABLE, grpc.status.UNAVAILABLE];
+  const put = await client.putFact('ns', 'u1', 'Prefers tea.', { key: 'drink', source: { sessionId: 's', seq: 3 }, tags: ['vip'] });
+  assert.deepEqual([put.fact.factId, put.outcome, put.superseded], ['f1', 'CREATED', null]);
+  assert.equal(server.calls.length, 3);
+  const sent = server.calls[2]!.request;
+  assert.deepEqual([sent.subjectId, sent.key, sent.text, sent.tags], ['u1', 'drink', 'Prefers tea.', ['vip']]);
+  assert.deepEqual(sent.source, { sessionId: 's', seq: 3 });
+
+  server.calls.length = 0;
+  server.failures = [grpc.status.UNAVAILABLE];
+  const action = await client.updatePendingAction('ns', { sessionId: 's', actionSeq: 4 }, 'IN_PROGRESS');
+  assert.equal(action.status, 'IN_PROGRESS');
+  assert.deepEqual(server.calls.map((c) => [c.rpc, c.request.ref, c.request.status]), [
+    ['UpdatePendingAction', { sessionId: 's', actionSeq: 4 }, 'ACTION_STATUS_IN_PROGRESS'],
+    ['UpdatePendingAction', { sessionId: 's', actionSeq: 4 }, 'ACTION_STATUS_IN_PROGRESS'],
+  ]);
+
+  server.calls.length = 0;
+  server.failures = [grpc.status.UNAVAILABLE]; // also what a rebuilding index answers
+  const result = await client.search('ns', 'tea', { kinds: ['FACT', 'EPISODE'], limit: 5 });
+  assert.deepEqual([result.indexLag, result.hits.map((h) => [h.kind, h.factId])], [2, [['FACT', 'f1']]]);
+  assert.deepEqual(server.calls[1]!.request.kinds, ['SEARCH_KIND_FACT', 'SEARCH_KIND_EPISODE']);
+  assert.equal(server.calls.length, 2);
+
+  // A repeat of a deletion that happened would get NOT_FOUND.
+  server.calls.length = 0;
+  server.failures = [grpc.status.UNAVAILABLE];
+  await rejectsWith(client.deleteFact('ns', 'f1'), 'UNAVAILABLE');
+  assert.equal(server.calls.length, 1);
 });
 
 test('every attempt has a deadline, overridable per call', async () => {
