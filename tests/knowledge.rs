@@ -822,3 +822,61 @@ async fn the_index_survives_restart_and_rebuilds_when_lost_or_damaged() {
     server.stop().await;
     drop(tmp);
 }
+
+#[tokio::test]
+async fn deleting_a_session_forgets_the_facts_extracted_only_from_it() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    for id in ["a", "b"] {
+        create_with_subject(&mut c, "ns", id, "u7").await;
+    }
+    let says = |id: &str, text: &str| append_req("ns", id, vec![user_turn(text)]);
+    c.append_turns(says("a", "My shoe size is 44. I prefer aisle seats."))
+        .await
+        .unwrap();
+    c.append_turns(says("b", "I prefer aisle seats."))
+        .await
+        .unwrap();
+    for id in ["a", "b"] {
+        c.summarize(pb::SummarizeRequest {
+            namespace: "ns".into(),
+            session_id: id.into(),
+            wait: true,
+        })
+        .await
+        .unwrap();
+    }
+    put(&mut c, "ns", "u7", "", "Client note: VIP since 2020.").await;
+    let before = facts(&mut c, "ns", "u7", false).await;
+    let aisle = before
+        .iter()
+        .find(|f| f.text.contains("aisle"))
+        .expect("extracted");
+    assert_eq!(
+        aisle.sources.len(),
+        2,
+        "merged from both sessions: {before:?}"
+    );
+    assert!(before.iter().any(|f| f.key == "shoe_size"), "{before:?}");
+
+    c.delete_session(pb::DeleteSessionRequest {
+        namespace: "ns".into(),
+        session_id: "a".into(),
+    })
+    .await
+    .unwrap();
+    let after = facts(&mut c, "ns", "u7", false).await;
+    assert!(after.iter().all(|f| f.key != "shoe_size"), "{after:?}");
+    let aisle = after
+        .iter()
+        .find(|f| f.text.contains("aisle"))
+        .expect("still stated in b");
+    assert_eq!(aisle.sources.len(), 1);
+    assert_eq!(aisle.sources[0].session_id, "b");
+    assert!(after.iter().any(|f| f.text.starts_with("Client note")));
+    search_until(&mut c, "ns", "u7", "shoe size", |h| {
+        h.iter()
+            .all(|x| x.kind != pb::SearchKind::Fact as i32 || !x.snippet.contains("44"))
+    })
+    .await;
+}

@@ -476,6 +476,7 @@ fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate> {
             "Turns 1–{as_of}; summary v{} covers turns 1–{}.",
             sum.version, sum.covers_through_seq
         ),
+        None if as_of == 0 => "No turns yet.".to_owned(),
         None => format!("Turns 1–{as_of}; no summary yet."),
     };
     out.push(item(Section::Header, 2, coverage));

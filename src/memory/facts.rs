@@ -312,7 +312,22 @@ pub fn extract(
             });
         }
     };
+    // A key fact that is a question, or the words of a pending action (a
+    // commitment, which may be done by next week), is not a fact about
+    // the subject.
+    let actions: Vec<String> = summary
+        .pending_actions
+        .iter()
+        .map(|a| normalized(&a.action))
+        .collect();
     for f in &summary.key_facts {
+        let words = normalized(&f.fact);
+        let is_action = actions
+            .iter()
+            .any(|a| !a.is_empty() && (a.contains(&words) || words.contains(a.as_str())));
+        if is_action || rules::is_question(&f.fact) {
+            continue;
+        }
         let seq = f.evidence_seqs.first().copied().unwrap_or(0);
         push(String::new(), f.fact.clone(), seq);
     }
@@ -346,11 +361,33 @@ const PREFERENCE_MARKERS: [&str; 7] = [
     "my preference is ",
 ];
 
+/// Words a correction may open with.
+const CORRECTION_OPENERS: [&str; 8] = [
+    "actually",
+    "sorry",
+    "correction:",
+    "oh",
+    "also",
+    "well",
+    "update:",
+    "by the way",
+];
+
 /// A user's sentence as a fact: `("key", text)` for "my X is Y" (the key
 /// is X in snake case), `("", text)` for a stated preference.
 fn statement(sentence: &str) -> Option<(String, String)> {
     let s = sentence.trim();
-    let lower = s.to_lowercase();
+    // "Actually, my X is Y" corrects an earlier "my X is Y".
+    let lower_all = s.to_lowercase();
+    let skip = CORRECTION_OPENERS
+        .iter()
+        .find(|o| {
+            lower_all
+                .strip_prefix(*o)
+                .is_some_and(|rest| o.ends_with(':') || rest.starts_with([',', ' ']))
+        })
+        .map_or(0, |o| o.len());
+    let lower = lower_all[skip..].trim_start_matches([',', ' ']).to_owned();
     if s.is_empty() || s.ends_with('?') {
         return None;
     }
@@ -473,6 +510,10 @@ mod tests {
         assert!(statement("My order is late?").is_none());
         assert!(statement("Is my order late").is_none());
         assert!(statement("my very long winded thing here is x").is_none());
+        assert_eq!(
+            statement("Actually, my favourite colour is blue now.").map(|(k, _)| k),
+            Some("favourite_colour".to_owned())
+        );
     }
 
     #[test]

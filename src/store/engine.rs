@@ -9,9 +9,10 @@
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::fs::File;
+use std::mem::ManuallyDrop;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::{Error, Result};
 
@@ -107,6 +108,27 @@ impl Engine for MemoryEngine {
     }
 }
 
+/// sled 0.34 guards every operation of every database in the process with
+/// one global reader-writer lock, fair to writers, and a flush (ours, its
+/// background flusher's, or the one a dropped tree runs) holds a read
+/// guard while it waits for log buffers that another thread may need a
+/// read guard to write. With a batch waiting for the write guard in
+/// between, that is a deadlock (seen as hangs with concurrent readers,
+/// writers and syncs). The gate below orders our calls first: a batch
+/// takes it exclusively, everything else shared, so a batch never waits in
+/// sled's lock behind a flush of ours, and sled's own flusher is never
+/// queued behind a waiting batch while one of our flushes waits for it.
+static SLED_GATE: RwLock<()> = RwLock::new(());
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    // The guarded data is `()`: a poisoned gate protects nothing.
+    SLED_GATE.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    SLED_GATE.write().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The sled engine: one tree (`memory`) of a sled database in a directory.
 ///
 /// sled's own `flush` writes its log with `sync_file_range`, which does not
@@ -115,8 +137,9 @@ impl Engine for MemoryEngine {
 /// log file, of every blob file not yet synced and of the blob directory.
 pub struct SledEngine {
     path: PathBuf,
-    db: sled::Db,
-    tree: sled::Tree,
+    // Dropped explicitly, inside the gate (see `Drop`).
+    db: ManuallyDrop<sled::Db>,
+    tree: ManuallyDrop<sled::Tree>,
     /// The sled log file, kept open to `fdatasync` it after each flush.
     log_file: File,
     /// Blob files already synced (sled never rewrites a blob in place).
@@ -133,6 +156,7 @@ impl SledEngine {
                 dir.display()
             ))
         })?;
+        let gate = shared();
         let db = sled::Config::new().path(dir).open().map_err(|e| {
             let msg = e.to_string();
             if msg.contains("lock") {
@@ -145,6 +169,7 @@ impl SledEngine {
             }
         })?;
         let tree = db.open_tree("memory")?;
+        drop(gate);
         let log_file = File::open(dir.join("db")).map_err(|e| {
             Error::Storage(format!("cannot open sled log in {}: {e}", dir.display()))
         })?;
@@ -152,8 +177,8 @@ impl SledEngine {
         sync_dir(dir)?;
         Ok(SledEngine {
             path: dir.to_path_buf(),
-            db,
-            tree,
+            db: ManuallyDrop::new(db),
+            tree: ManuallyDrop::new(tree),
             log_file,
             synced_blobs: Mutex::new(HashSet::new()),
         })
@@ -203,12 +228,26 @@ fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::Storage(format!("cannot sync directory {}: {e}", dir.display())))
 }
 
+impl Drop for SledEngine {
+    fn drop(&mut self) {
+        // Dropping the last handle flushes: do it inside the gate.
+        let _gate = shared();
+        // SAFETY: the fields are never used again; `drop` runs once.
+        unsafe {
+            ManuallyDrop::drop(&mut self.tree);
+            ManuallyDrop::drop(&mut self.db);
+        }
+    }
+}
+
 impl Engine for SledEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let _gate = shared();
         Ok(self.tree.get(key)?.map(|v| v.to_vec()))
     }
 
     fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
+        let _gate = shared();
         let from = start_bound(from, prefix);
         let mut out = Vec::new();
         for item in self.tree.range((from, Bound::Unbounded)) {
@@ -229,12 +268,16 @@ impl Engine for SledEngine {
                 Write::Delete(k) => b.remove(k),
             }
         }
+        let _gate = exclusive();
         self.tree.apply_batch(b)?;
         Ok(())
     }
 
     fn sync(&self) -> Result<()> {
-        self.db.flush()?;
+        {
+            let _gate = shared();
+            self.db.flush()?;
+        }
         self.sync_blobs()?;
         self.log_file
             .sync_data()

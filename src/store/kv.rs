@@ -279,6 +279,15 @@ impl<E: Engine> Store for KvStore<E> {
     }
 
     fn delete_session(&self, ns: &str, session_id: &str) -> Result<u64> {
+        // Facts extracted from the session go first, under the subject's
+        // lock (never held with a session lock: they share stripes). A
+        // crash before the session itself is gone leaves a session whose
+        // delete can simply be retried.
+        if let Ok(s) = self.read_session(ns, session_id) {
+            if !s.subject_id.is_empty() {
+                self.forget_extracted(ns, &s.subject_id, session_id)?;
+            }
+        }
         let _g = self.lock(ns, session_id);
         let session = match self.read_session(ns, session_id) {
             Ok(s) => Some(s),

@@ -248,6 +248,59 @@ impl<E: Engine> KvStore<E> {
         Ok((out, resume))
     }
 
+    /// Removes a deleted session from the sources of the subject's
+    /// extracted facts; an extracted fact left without a source is
+    /// deleted (client facts stay: a client wrote them). Takes the
+    /// subject's lock, so the caller must not hold a session lock.
+    pub(super) fn forget_extracted(&self, ns: &str, subject: &str, session_id: &str) -> Result<()> {
+        let _g = self.lock(ns, &subject_lock(subject));
+        let mut batch = Batch::new();
+        let mut changes = 0;
+        let mut from: Option<Vec<u8>> = None;
+        let prefix = keys::subject_facts_of(ns, subject);
+        loop {
+            let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let chunk = self.engine().scan(bound, &prefix, 1024)?;
+            let Some((last, _)) = chunk.last() else { break };
+            from = Some(last.clone());
+            for (k, _) in &chunk {
+                let id = String::from_utf8_lossy(keys::last_component(k)).into_owned();
+                let Some(mut fact) = self.read_fact(ns, &id)? else {
+                    continue;
+                };
+                if fact.origin != facts::FactOrigin::Extracted
+                    || !fact.sources.iter().any(|s| s.session_id == session_id)
+                {
+                    continue;
+                }
+                fact.sources.retain(|s| s.session_id != session_id);
+                if fact.sources.is_empty() {
+                    batch.push(Write::Delete(keys::fact(ns, &id)));
+                    batch.push(Write::Delete(k.clone()));
+                    let pointer = if fact.key.is_empty() {
+                        keys::fact_words(ns, subject, &facts::normalized(&fact.text))
+                    } else {
+                        keys::fact_key(ns, subject, &fact.key)
+                    };
+                    if self.read::<String>(&pointer, String::new)?.as_deref() == Some(id.as_str()) {
+                        batch.push(Write::Delete(pointer));
+                    }
+                } else {
+                    batch.push(Write::Put(keys::fact(ns, &id), codec::encode(&fact)?));
+                }
+                batch.push(self.changes.entry(&IndexChange::Fact {
+                    namespace: ns.to_owned(),
+                    fact_id: id,
+                })?);
+                changes += 1;
+            }
+        }
+        if changes > 0 {
+            self.apply_with_changes(batch, changes)?;
+        }
+        Ok(())
+    }
+
     fn episode_key_of(&self, ns: &str, session_id: &str) -> Result<Option<Vec<u8>>> {
         self.engine().get(&keys::episode_of(ns, session_id))
     }
