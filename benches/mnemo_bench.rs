@@ -20,7 +20,12 @@
 //!   a short unsummarized tail); its cost must not grow with the session.
 //!   Also the tokens of the whole transcript against the bundle's.
 //!
-//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|bundles|all]` (default
+//! - `search`: `Search` (BM25, limit 10) through the real daemon after
+//!   10,000 and 1,000,000 turns (1,000 per session; `MNEMO_BENCH_SEARCH_TURNS`
+//!   sets the larger size), next to `GetSession` in the same run; and how
+//!   fast turns are appended and become searchable.
+//!
+//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|bundles|search|all]` (default
 //! `all`). Prints Markdown tables and writes every figure to
 //! `target/bench/mnemo_bench.json`. This measures, it does not test: nothing
 //! asserts on timing. Every loop stops at a count or a time limit, whichever
@@ -35,7 +40,9 @@ fn main() {
     let which = match Which::from_args() {
         Ok(w) => w,
         Err(arg) => {
-            eprintln!("unknown benchmark {arg:?}: use append, tokens, summaries, bundles or all");
+            eprintln!(
+                "unknown benchmark {arg:?}: use append, tokens, summaries, bundles, search or all"
+            );
             std::process::exit(2);
         }
     };
@@ -61,6 +68,11 @@ fn main() {
         report.print();
         figures.insert("bundles".into(), to_json(&report));
     }
+    if which == Which::Search || which == Which::All {
+        let report = search::run();
+        report.print();
+        figures.insert("search".into(), to_json(&report));
+    }
     write_json(&serde_json::Value::Object(figures));
 }
 
@@ -71,6 +83,7 @@ enum Which {
     Tokens,
     Summaries,
     Bundles,
+    Search,
     All,
 }
 
@@ -88,6 +101,7 @@ impl Which {
             Some("tokens") => Ok(Which::Tokens),
             Some("summaries") => Ok(Which::Summaries),
             Some("bundles") => Ok(Which::Bundles),
+            Some("search") => Ok(Which::Search),
             Some(other) => Err(other.to_owned()),
         }
     }
@@ -331,7 +345,7 @@ mod text {
             Rng(seed | 1)
         }
 
-        fn below(&mut self, n: usize) -> usize {
+        pub fn below(&mut self, n: usize) -> usize {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
             self.0 ^= self.0 >> 27;
@@ -1304,6 +1318,307 @@ mod bundles {
             println!(
                 "\np99 at 100,000 turns / at 100 turns: {:.2} (target ≤ 2); p50: {:.2}",
                 self.p99_ratio_100000_vs_100, self.p50_ratio_100000_vs_100
+            );
+        }
+    }
+}
+
+/// `Search` through the real daemon at 10,000 and 1,000,000 indexed turns
+/// (`MNEMO_BENCH_SEARCH_TURNS` sets the larger size), with indexing
+/// throughput; the baseline is `GetSession` (a point read) in the same run.
+mod search {
+    use std::time::{Duration, Instant};
+
+    use hdrhistogram::Histogram;
+    use mnemo::pb;
+    use mnemo::pb::memory_service_client::MemoryServiceClient;
+    use serde::Serialize;
+    use tonic::transport::Channel;
+
+    use super::append::RunningDaemon;
+    use super::text::Rng;
+
+    const TURNS_PER_SESSION: u64 = 1_000;
+    const BATCH: u64 = 250;
+    const WRITERS: usize = 8;
+    const MAX_REQUESTS: u64 = 500;
+    const MAX_TIME: Duration = Duration::from_secs(15);
+    const SYLLABLES: [&str; 24] = [
+        "ka", "lo", "mi", "ren", "to", "sa", "vel", "di", "quo", "ber", "na", "zu", "fe", "gor",
+        "pli", "tas", "we", "xo", "ham", "ju", "cor", "ni", "sto", "yam",
+    ];
+    const COMMON: [&str; 24] = [
+        "the", "order", "refund", "customer", "please", "check", "status", "invoice", "account",
+        "delivery", "we", "you", "ticket", "agent", "was", "and", "to", "of", "payment", "error",
+        "tracking", "update", "address", "support",
+    ];
+
+    /// A vocabulary word: common words half the time, else one of ~13,800
+    /// synthetic words with a skewed (roughly Zipf) frequency.
+    fn word(rng: &mut Rng, out: &mut String) {
+        if rng.below(2) == 0 {
+            out.push_str(COMMON[rng.below(COMMON.len())]);
+            return;
+        }
+        let u = rng.below(1 << 20) as f64 / f64::from(1u32 << 20);
+        let rank = (u * u * u * 13_824.0) as usize;
+        out.push_str(SYLLABLES[rank % 24]);
+        out.push_str(SYLLABLES[(rank / 24) % 24]);
+        out.push_str(SYLLABLES[(rank / 576) % 24]);
+    }
+
+    fn content(rng: &mut Rng) -> String {
+        let mut s = String::with_capacity(220);
+        while s.len() < 190 {
+            if !s.is_empty() {
+                s.push(' ');
+            }
+            word(rng, &mut s);
+        }
+        s
+    }
+
+    fn query(rng: &mut Rng) -> String {
+        let mut q = String::new();
+        for i in 0..3 {
+            if i > 0 {
+                q.push(' ');
+            }
+            // Queries use rarer words than text, as people's do.
+            let u = rng.below(1 << 20) as f64 / f64::from(1u32 << 20);
+            let rank = (u * u * 13_824.0) as usize;
+            q.push_str(SYLLABLES[rank % 24]);
+            q.push_str(SYLLABLES[(rank / 24) % 24]);
+            q.push_str(SYLLABLES[(rank / 576) % 24]);
+        }
+        q
+    }
+
+    /// One index size.
+    #[derive(Serialize)]
+    pub struct Case {
+        indexed_turns: u64,
+        search_p50_us: u64,
+        search_p99_us: u64,
+        searches: u64,
+        get_session_p50_us: u64,
+        get_session_p99_us: u64,
+        p99_ratio_to_get_session: f64,
+        append_seconds: f64,
+        index_catch_up_seconds: f64,
+        turns_per_second_appended_and_indexed: f64,
+        mean_hits: f64,
+    }
+
+    /// All figures.
+    #[derive(Serialize)]
+    pub struct Report {
+        cases: Vec<Case>,
+        index_bytes: u64,
+        p99_ratio_largest_vs_10000: f64,
+    }
+
+    pub fn run() -> Report {
+        let large: u64 = std::env::var("MNEMO_BENCH_SEARCH_TURNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000);
+        let scratch = tempfile::tempdir().expect("temp dir");
+        let dir = scratch.path().join("daemon");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("cannot build the tokio runtime");
+        let cases = runtime.block_on(cases(&dir, &[10_000, large.max(10_000)]));
+        let index_bytes = dir_size(&dir.join(mnemo::server::SEARCH_INDEX_DIR));
+        let p99 = |c: &Case| c.search_p99_us.max(1) as f64;
+        Report {
+            p99_ratio_largest_vs_10000: p99(cases.last().expect("a case")) / p99(&cases[0]),
+            index_bytes,
+            cases,
+        }
+    }
+
+    fn dir_size(dir: &std::path::Path) -> u64 {
+        std::fs::read_dir(dir)
+            .map(|it| {
+                it.filter_map(|e| e.ok())
+                    .filter_map(|e| e.metadata().ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    async fn client(addr: std::net::SocketAddr) -> MemoryServiceClient<Channel> {
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .expect("valid url")
+            .connect()
+            .await
+            .expect("connect");
+        MemoryServiceClient::new(channel).max_decoding_message_size(64 << 20)
+    }
+
+    /// Fills sessions `first..first + n` with `TURNS_PER_SESSION` turns each,
+    /// over `WRITERS` connections.
+    async fn fill(addr: std::net::SocketAddr, first: u64, n: u64) {
+        let mut tasks = Vec::new();
+        for w in 0..WRITERS as u64 {
+            tasks.push(tokio::spawn(async move {
+                let mut c = client(addr).await;
+                let mut rng = Rng::new(0x5EED + w + first * 131);
+                let mut s = first + w;
+                while s < first + n {
+                    let id = format!("s{s}");
+                    c.create_session(pb::CreateSessionRequest {
+                        namespace: "bench".into(),
+                        session_id: id.clone(),
+                        subject_id: format!("subject-{}", s % 100),
+                        settings: Some(pb::SessionSettings {
+                            // Measure search, not the summarizer.
+                            summary_every_turns: 10_000,
+                            context_limit_tokens: 10_000_000,
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("create");
+                    for _ in 0..TURNS_PER_SESSION / BATCH {
+                        let turns = (0..BATCH)
+                            .map(|i| pb::NewTurn {
+                                role: if i % 2 == 0 {
+                                    pb::Role::User
+                                } else {
+                                    pb::Role::Assistant
+                                } as i32,
+                                content: content(&mut rng),
+                                ..Default::default()
+                            })
+                            .collect();
+                        c.append_turns(pb::AppendTurnsRequest {
+                            namespace: "bench".into(),
+                            session_id: id.clone(),
+                            turns,
+                            ..Default::default()
+                        })
+                        .await
+                        .expect("append");
+                    }
+                    s += WRITERS as u64;
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("writer");
+        }
+    }
+
+    async fn cases(dir: &std::path::Path, sizes: &[u64]) -> Vec<Case> {
+        let daemon = RunningDaemon::start(dir.to_path_buf()).await;
+        let mut c = client(daemon.addr).await;
+        let mut out = Vec::new();
+        let mut sessions = 0;
+        for &size in sizes {
+            let want = size / TURNS_PER_SESSION;
+            let started = Instant::now();
+            fill(daemon.addr, sessions, want - sessions).await;
+            sessions = want;
+            let append_seconds = started.elapsed().as_secs_f64();
+            // Until every write is searchable.
+            loop {
+                let lag = c
+                    .search(pb::SearchRequest {
+                        namespace: "bench".into(),
+                        query: "warmup".into(),
+                        ..Default::default()
+                    })
+                    .await
+                    .map(|r| r.into_inner().index_lag);
+                if matches!(lag, Ok(0)) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let total = started.elapsed().as_secs_f64();
+            let mut rng = Rng::new(0xC0FFEE);
+            let mut h = Histogram::<u64>::new(3).expect("histogram");
+            let mut hits = 0u64;
+            let deadline = Instant::now() + MAX_TIME;
+            while h.len() < MAX_REQUESTS && Instant::now() < deadline {
+                let request = pb::SearchRequest {
+                    namespace: "bench".into(),
+                    query: query(&mut rng),
+                    limit: 10,
+                    ..Default::default()
+                };
+                let t = Instant::now();
+                let r = c.search(request).await.expect("search");
+                h.record(t.elapsed().as_micros() as u64).expect("in range");
+                hits += r.into_inner().hits.len() as u64;
+            }
+            let mut g = Histogram::<u64>::new(3).expect("histogram");
+            let deadline = Instant::now() + MAX_TIME;
+            while g.len() < MAX_REQUESTS && Instant::now() < deadline {
+                let t = Instant::now();
+                c.get_session(pb::GetSessionRequest {
+                    namespace: "bench".into(),
+                    session_id: format!("s{}", g.len() % sessions),
+                })
+                .await
+                .expect("get session");
+                g.record(t.elapsed().as_micros() as u64).expect("in range");
+            }
+            out.push(Case {
+                indexed_turns: size,
+                search_p50_us: h.value_at_quantile(0.5),
+                search_p99_us: h.value_at_quantile(0.99),
+                searches: h.len(),
+                get_session_p50_us: g.value_at_quantile(0.5),
+                get_session_p99_us: g.value_at_quantile(0.99),
+                p99_ratio_to_get_session: super::ratio(
+                    h.value_at_quantile(0.99) as f64,
+                    g.value_at_quantile(0.99) as f64,
+                ),
+                append_seconds,
+                index_catch_up_seconds: total - append_seconds,
+                turns_per_second_appended_and_indexed: (size
+                    - out.last().map_or(0, |c: &Case| c.indexed_turns))
+                    as f64
+                    / total,
+                mean_hits: hits as f64 / h.len().max(1) as f64,
+            });
+        }
+        daemon.stop().await;
+        out
+    }
+
+    impl Report {
+        pub fn print(&self) {
+            println!("\n## search: Search (BM25, limit 10) through the real daemon on 127.0.0.1\n");
+            println!("| indexed turns | search p50 (µs) | p99 (µs) | searches | GetSession p50 / p99 (µs) | p99 / GetSession p99 | append (s) | index catch-up (s) | turns/s appended + indexed | mean hits |");
+            println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for c in &self.cases {
+                println!(
+                    "| {} | {} | {} | {} | {} / {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} |",
+                    c.indexed_turns,
+                    c.search_p50_us,
+                    c.search_p99_us,
+                    c.searches,
+                    c.get_session_p50_us,
+                    c.get_session_p99_us,
+                    c.p99_ratio_to_get_session,
+                    c.append_seconds,
+                    c.index_catch_up_seconds,
+                    c.turns_per_second_appended_and_indexed,
+                    c.mean_hits
+                );
+            }
+            println!(
+                "\nsearch p99, largest / 10,000 turns: {:.2}; index on disk: {:.1} MB",
+                self.p99_ratio_largest_vs_10000,
+                self.index_bytes as f64 / 1e6
             );
         }
     }

@@ -15,16 +15,18 @@ use mnemo::pb::memory_service_client::MemoryServiceClient;
 use mnemo::server::Daemon;
 use mnemo::store::commit::Stats;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
-/// A daemon serving on a loopback port until `stop`.
+/// A daemon serving on a loopback port until `stop` (or drop). It runs on
+/// its own runtime thread, as in production: ending a test never cancels
+/// the daemon's tasks midway; it always shuts down cleanly (drain, sync,
+/// close the store) before the thread ends.
 pub struct TestServer {
     pub addr: SocketAddr,
     pub commit_stats: Arc<Stats>,
     pub data_dir: PathBuf,
     stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<mnemo::Result<()>>>,
+    thread: Option<std::thread::JoinHandle<mnemo::Result<()>>>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -41,22 +43,39 @@ impl TestServer {
     /// A server with a given config (its data_dir is the caller's).
     pub async fn start_with(config: Config) -> TestServer {
         let data_dir = config.data_dir.clone();
-        let daemon = Daemon::open(config).await.expect("daemon opens");
-        let commit_stats = daemon.memory().commit().stats();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
+        let (ready_tx, ready_rx) = oneshot::channel::<(SocketAddr, Arc<Stats>)>();
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(daemon.serve(listener, async {
-            let _ = rx.await;
-        }));
+        let thread = std::thread::Builder::new()
+            .name("test-daemon".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("daemon runtime");
+                runtime.block_on(async move {
+                    let daemon = Daemon::open(config).await.expect("daemon opens");
+                    let stats = daemon.memory().commit().stats();
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                        .await
+                        .expect("bind");
+                    let addr = listener.local_addr().expect("addr");
+                    let _ = ready_tx.send((addr, stats));
+                    daemon
+                        .serve(listener, async {
+                            let _ = rx.await;
+                        })
+                        .await
+                })
+            })
+            .expect("daemon thread");
+        let (addr, commit_stats) = ready_rx.await.expect("daemon started");
         TestServer {
             addr,
             commit_stats,
             data_dir,
             stop: Some(tx),
-            task: Some(task),
+            thread: Some(thread),
             _tmp: None,
         }
     }
@@ -79,19 +98,17 @@ impl TestServer {
 
     /// Graceful shutdown; returns the temp dir so a restart can reuse it.
     pub async fn stop(mut self) -> Option<tempfile::TempDir> {
-        self.shutdown().await;
-        self._tmp.take()
-    }
-
-    async fn shutdown(&mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
-        if let Some(task) = self.task.take() {
-            task.await
-                .expect("server task")
+        if let Some(thread) = self.thread.take() {
+            tokio::task::spawn_blocking(move || thread.join())
+                .await
+                .expect("join task")
+                .expect("daemon thread")
                 .expect("server exits cleanly");
         }
+        self._tmp.take()
     }
 
     /// Stops and starts again on the same data directory.
@@ -101,6 +118,20 @@ impl TestServer {
         let mut s = Self::start_with(config_for(&dir)).await;
         s._tmp = tmp;
         s
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            // The daemon runs on its own runtime: joining cannot deadlock
+            // the caller's. Its result was already checked by `stop` when
+            // the test cared.
+            let _ = thread.join();
+        }
     }
 }
 
