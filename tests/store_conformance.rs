@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use mnemo::memory::facts::{FactFilter, FactOrigin, NewFact, PutOutcome};
 use mnemo::memory::types::*;
-use mnemo::store::{MemoryStore, SledStore, Store};
+use mnemo::store::{IndexChange, MemoryStore, SledStore, Store};
 use mnemo::Error;
 
 fn session(ns: &str, id: &str, subject: &str) -> Session {
@@ -309,8 +310,104 @@ fn concurrent_appends_are_serialized(store: Arc<dyn Store>) {
 }
 
 /// Runs every case against fresh stores from `make`.
+fn new_fact(key: &str, text: &str, origin: FactOrigin) -> NewFact {
+    NewFact {
+        namespace: "ns".into(),
+        subject_id: "u".into(),
+        key: key.into(),
+        text: text.into(),
+        source: None,
+        tags: vec![],
+        origin,
+    }
+}
+
+fn facts_supersede_merge_and_delete(store: &dyn Store) {
+    let (a, o) = store
+        .put_fact(&new_fact("lang", "Speaks Spanish", FactOrigin::Client))
+        .unwrap();
+    assert_eq!(o, PutOutcome::Created);
+    let (b, o) = store
+        .put_fact(&new_fact("lang", "Speaks English", FactOrigin::Client))
+        .unwrap();
+    assert!(matches!(o, PutOutcome::Superseded(ref old) if old.fact_id == a.fact_id));
+    assert_eq!(
+        store.get_fact("ns", &a.fact_id).unwrap().superseded_by,
+        b.fact_id
+    );
+    // An extracted fact never replaces the client's.
+    let (kept, o) = store
+        .put_fact(&new_fact("lang", "Speaks French", FactOrigin::Extracted))
+        .unwrap();
+    assert_eq!(
+        (o, kept.fact_id.as_str()),
+        (PutOutcome::KeptClientFact, b.fact_id.as_str())
+    );
+    let (_, o) = store
+        .put_fact(&new_fact("", "Has a dog.", FactOrigin::Client))
+        .unwrap();
+    assert_eq!(o, PutOutcome::Created);
+    let (_, o) = store
+        .put_fact(&new_fact("", "has a DOG", FactOrigin::Extracted))
+        .unwrap();
+    assert_eq!(o, PutOutcome::Merged);
+    let filter = |history| FactFilter {
+        subject_id: Some("u".into()),
+        include_history: history,
+        ..FactFilter::default()
+    };
+    let (current, _) = store
+        .list_facts("ns", &filter(false), None, 100, 1000)
+        .unwrap();
+    assert_eq!(current.len(), 2);
+    let (all, _) = store
+        .list_facts("ns", &filter(true), None, 100, 1000)
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    store.delete_fact("ns", &b.fact_id).unwrap();
+    assert!(matches!(
+        store.get_fact("ns", &b.fact_id),
+        Err(Error::NotFound(_))
+    ));
+    // The key has no current fact now: the next put creates.
+    let (_, o) = store
+        .put_fact(&new_fact("lang", "Speaks German", FactOrigin::Client))
+        .unwrap();
+    assert_eq!(o, PutOutcome::Created);
+}
+
+fn every_searchable_change_enters_the_outbox(store: &dyn Store) {
+    let before = store.index_changes(10_000).unwrap().len();
+    store.create_session(&session("ns", "s", "u")).unwrap();
+    store
+        .append_turns("ns", "s", &append(&["a", "b"], None, None))
+        .unwrap();
+    store
+        .put_fact(&new_fact("k", "v", FactOrigin::Client))
+        .unwrap();
+    store.delete_session("ns", "s").unwrap();
+    let changes = store.index_changes(10_000).unwrap();
+    let kinds: Vec<&str> = changes[before..]
+        .iter()
+        .map(|(_, c)| match c {
+            IndexChange::Turns { .. } => "turns",
+            IndexChange::Fact { .. } => "fact",
+            IndexChange::SessionDeleted { .. } => "deleted",
+            IndexChange::Episode { .. } => "episode",
+        })
+        .collect();
+    assert_eq!(kinds, ["turns", "fact", "deleted"]);
+    assert_eq!(store.index_backlog(), changes.len() as u64);
+    let ids: Vec<u64> = changes.iter().map(|(id, _)| *id).collect();
+    store.ack_index_changes(&ids).unwrap();
+    assert!(store.index_changes(10).unwrap().is_empty());
+    assert_eq!(store.index_backlog(), 0);
+}
+
 fn suite(make: impl Fn() -> Arc<dyn Store>) {
-    let cases: [fn(&dyn Store); 6] = [
+    let cases: [fn(&dyn Store); 8] = [
+        facts_supersede_merge_and_delete,
+        every_searchable_change_enters_the_outbox,
         sessions_create_get_and_conflict,
         append_assigns_gap_free_seqs_and_counters,
         conflicts_and_closed_sessions_write_nothing,
