@@ -195,6 +195,17 @@ fn fact_not_found(ns: &str, fact_id: &str) -> Error {
     Error::NotFound(format!("fact {fact_id:?} not found in namespace {ns:?}"))
 }
 
+/// The pointer key that names `fact` while it is current: its key's, or
+/// (unkeyed) its words'.
+fn pointer_of(fact: &Fact) -> Vec<u8> {
+    let (ns, subject) = (&fact.namespace, &fact.subject_id);
+    if fact.key.is_empty() {
+        keys::fact_words(ns, subject, &facts::normalized(&fact.text))
+    } else {
+        keys::fact_key(ns, subject, &fact.key)
+    }
+}
+
 /// A lock name for a subject's facts that no session id can take (ids
 /// cannot hold control characters).
 fn subject_lock(subject_id: &str) -> String {
@@ -277,14 +288,7 @@ impl<E: Engine> KvStore<E> {
                 if fact.sources.is_empty() {
                     batch.push(Write::Delete(keys::fact(ns, &id)));
                     batch.push(Write::Delete(k.clone()));
-                    let pointer = if fact.key.is_empty() {
-                        keys::fact_words(ns, subject, &facts::normalized(&fact.text))
-                    } else {
-                        keys::fact_key(ns, subject, &fact.key)
-                    };
-                    if self.read::<String>(&pointer, String::new)?.as_deref() == Some(id.as_str()) {
-                        batch.push(Write::Delete(pointer));
-                    }
+                    self.unpoint(&fact, &mut batch)?;
                 } else {
                     batch.push(Write::Put(keys::fact(ns, &id), codec::encode(&fact)?));
                 }
@@ -297,6 +301,16 @@ impl<E: Engine> KvStore<E> {
         }
         if changes > 0 {
             self.apply_with_changes(batch, changes)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the pointer naming `fact`, if it still names this version
+    /// (a newer one may have taken it).
+    fn unpoint(&self, fact: &Fact, batch: &mut Batch) -> Result<()> {
+        let pointer = pointer_of(fact);
+        if self.read::<String>(&pointer, String::new)?.as_deref() == Some(fact.fact_id.as_str()) {
+            batch.push(Write::Delete(pointer));
         }
         Ok(())
     }
@@ -341,12 +355,7 @@ impl<E: Engine> LongTermStore for KvStore<E> {
                     keys::subject_fact(ns, subject, &fact.fact_id),
                     Vec::new(),
                 ));
-                let pointer = if fact.key.is_empty() {
-                    keys::fact_words(ns, subject, &words)
-                } else {
-                    keys::fact_key(ns, subject, &fact.key)
-                };
-                batch.push(Write::Put(pointer, codec::encode(&fact.fact_id)?));
+                batch.push(Write::Put(pointer_of(&fact), codec::encode(&fact.fact_id)?));
             }
         }
         if let PutOutcome::Superseded(old) = &plan.outcome {
@@ -428,15 +437,7 @@ impl<E: Engine> LongTermStore for KvStore<E> {
             Write::Delete(keys::fact(ns, fact_id)),
             Write::Delete(keys::subject_fact(ns, &subject, fact_id)),
         ];
-        // Drop the pointer only if it names this version.
-        let pointer = if fact.key.is_empty() {
-            keys::fact_words(ns, &subject, &facts::normalized(&fact.text))
-        } else {
-            keys::fact_key(ns, &subject, &fact.key)
-        };
-        if self.read::<String>(&pointer, String::new)?.as_deref() == Some(fact_id) {
-            batch.push(Write::Delete(pointer));
-        }
+        self.unpoint(&fact, &mut batch)?;
         batch.push(self.changes.entry(&IndexChange::Fact {
             namespace: ns.to_owned(),
             fact_id: fact_id.to_owned(),
