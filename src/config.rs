@@ -114,6 +114,9 @@ impl Default for SummaryConfig {
 pub struct Config {
     /// Address to listen on (`MNEMO_LISTEN`).
     pub listen: SocketAddr,
+    /// Address of the Prometheus metrics endpoint (`GET /metrics`); off
+    /// when unset (`MNEMO_METRICS_LISTEN`).
+    pub metrics_listen: Option<SocketAddr>,
     /// Directory of the sled database (`MNEMO_DATA_DIR`).
     pub data_dir: PathBuf,
     /// Storage engine.
@@ -130,6 +133,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            metrics_listen: None,
             data_dir: PathBuf::from("./mnemo-data"),
             store: StoreKind::Sled,
             log_format: LogFormat::Text,
@@ -148,6 +152,9 @@ pub struct Overrides {
     /// Address to listen on [default: 127.0.0.1:50051].
     #[arg(long, env = "MNEMO_LISTEN")]
     pub listen: Option<SocketAddr>,
+    /// Serve Prometheus metrics on this address [default: off].
+    #[arg(long, env = "MNEMO_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Data directory [default: ./mnemo-data].
     #[arg(long, env = "MNEMO_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -178,6 +185,9 @@ impl Config {
         };
         if let Some(v) = overrides.listen {
             c.listen = v;
+        }
+        if let Some(v) = overrides.metrics_listen {
+            c.metrics_listen = Some(v);
         }
         if let Some(v) = &overrides.data_dir {
             c.data_dir = v.clone();

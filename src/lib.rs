@@ -4,6 +4,7 @@
 //! - [`config`]: typed configuration (defaults < file < env < flags).
 //! - [`error`]: the one error type and its mapping to gRPC status codes.
 //! - [`pb`]: code generated from `proto/mnemo/v1` (the public contract).
+//! - [`metrics`]: Prometheus metrics on their own HTTP listener.
 //! - [`server`]: the daemon: listener, limits, health, reflection, shutdown.
 //! - [`api`]: thin gRPC handlers: convert, call the domain, map errors.
 //! - [`memory`]: the domain: sessions, turns, facts, episodes, validation,
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod memory;
+pub mod metrics;
 pub mod pb;
 pub mod search;
 pub mod server;

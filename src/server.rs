@@ -14,6 +14,7 @@ use crate::api::MemoryApi;
 use crate::config::{Config, StoreKind};
 use crate::error::{Error, Result};
 use crate::memory::Memory;
+use crate::metrics::{self, Metrics, RecordLayer};
 use crate::pb;
 use crate::pb::memory_service_server::MemoryServiceServer;
 use crate::store::{MemoryStore, SledStore, Store};
@@ -117,10 +118,32 @@ impl Daemon {
             }
         };
 
+        let data_dir = (self.config.store == StoreKind::Sled).then(|| self.config.data_dir.clone());
+        let metrics = Arc::new(Metrics::new(&self.memory, data_dir));
+        let (metrics_stop, metrics_task) = match self.config.metrics_listen {
+            Some(at) => {
+                let listener = TcpListener::bind(at).await.map_err(|e| {
+                    Error::invalid(format!("cannot listen for metrics on {at}: {e}"))
+                })?;
+                let bound = listener
+                    .local_addr()
+                    .map_err(|e| Error::Internal(format!("listener has no address: {e}")))?;
+                tracing::info!(%bound, "metrics on http://{bound}/metrics");
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let task = tokio::spawn(metrics::serve(metrics.clone(), listener, async {
+                    let _ = rx.await;
+                }));
+                (Some(tx), Some(task))
+            }
+            None => (None, None),
+        };
+
         let server = tonic::transport::Server::builder()
             .layer(tower::util::MapResponseLayer::new(
                 oversize_is_resource_exhausted as fn(_) -> _,
             ))
+            // Outermost: it sees the final status code.
+            .layer(RecordLayer(metrics))
             .concurrency_limit_per_connection(limits.concurrency_per_connection)
             .max_concurrent_streams(limits.max_concurrent_streams)
             .timeout(Duration::from_secs(limits.request_timeout_secs))
@@ -138,6 +161,16 @@ impl Daemon {
             ),
         }
 
+        if let Some(tx) = metrics_stop {
+            let _ = tx.send(());
+        }
+        if let Some(task) = metrics_task {
+            match task.await {
+                Ok(Err(e)) => tracing::warn!(error = %e, "metrics listener"),
+                Err(e) => tracing::warn!(error = %e, "metrics task"),
+                Ok(Ok(())) => {}
+            }
+        }
         tracing::info!(
             "shutting down: in-flight requests done; finishing queued summaries and syncing"
         );

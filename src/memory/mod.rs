@@ -127,6 +127,17 @@ pub struct Memory {
     hub: Arc<WatchHub>,
     idle: Arc<IdleTracker>,
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Turns and tokens appended since start (metrics).
+    appended: Arc<AppendCounters>,
+}
+
+/// Counters of what was appended since the daemon started.
+#[derive(Debug, Default)]
+pub struct AppendCounters {
+    /// Turns.
+    pub turns: std::sync::atomic::AtomicU64,
+    /// Their tokens.
+    pub tokens: std::sync::atomic::AtomicU64,
 }
 
 impl Memory {
@@ -163,6 +174,7 @@ impl Memory {
             hub,
             idle: Arc::new(IdleTracker::default()),
             sweeper: Mutex::new(None),
+            appended: Arc::new(AppendCounters::default()),
         });
         // The rescan reads every session record once (not their turns).
         let store = memory.store.clone();
@@ -194,6 +206,16 @@ impl Memory {
     /// The summary scheduler (its counters).
     pub fn summaries(&self) -> &Scheduler {
         &self.summaries
+    }
+
+    /// The search indexer (its counters).
+    pub fn indexer(&self) -> &Indexer {
+        &self.indexer
+    }
+
+    /// Turns and tokens appended since start.
+    pub fn appended(&self) -> &AppendCounters {
+        &self.appended
     }
 
     /// Ends watch streams, stops the idle sweeper and the summary worker
@@ -437,6 +459,11 @@ impl Memory {
             return;
         }
         self.idle.track(session);
+        use std::sync::atomic::Ordering::Relaxed;
+        let turns = outcome.last_seq + 1 - outcome.first_seq;
+        let tokens: u64 = outcome.token_counts.iter().map(|&t| u64::from(t)).sum();
+        self.appended.turns.fetch_add(turns, Relaxed);
+        self.appended.tokens.fetch_add(tokens, Relaxed);
         let (ns, id) = (&session.namespace, &session.session_id);
         if appended.previous_state != session.state {
             self.hub.publish(

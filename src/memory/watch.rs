@@ -225,6 +225,11 @@ impl WatchHub {
         self.lock().per_namespace.get(ns).copied().unwrap_or(0)
     }
 
+    /// Open watches of every namespace.
+    pub fn total_watches(&self) -> usize {
+        self.lock().per_namespace.values().sum()
+    }
+
     /// Tells every watch task to end its stream (daemon shutdown).
     pub fn close(&self) {
         self.closing.send_replace(true);

@@ -89,6 +89,11 @@ impl Scheduler {
         &self.config
     }
 
+    /// Sessions queued for an automatic attempt now.
+    pub fn queued(&self) -> usize {
+        self.queued.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// The scheduler's counters.
     pub fn stats(&self) -> Arc<SchedulerStats> {
         self.stats.clone()
