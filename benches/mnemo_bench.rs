@@ -25,7 +25,11 @@
 //!   sets the larger size), next to `GetSession` in the same run; and how
 //!   fast turns are appended and become searchable.
 //!
-//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|bundles|search|all]` (default
+//! - `floor`: `grpc.health.v1.Health/Check` at concurrency 1 and 64 (the
+//!   RPC floor), with `GetSession` and a small `GetContextBundle` as ratios
+//!   to it.
+//!
+//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|bundles|search|floor|all]` (default
 //! `all`). Prints Markdown tables and writes every figure to
 //! `target/bench/mnemo_bench.json`. This measures, it does not test: nothing
 //! asserts on timing. Every loop stops at a count or a time limit, whichever
@@ -41,7 +45,7 @@ fn main() {
         Ok(w) => w,
         Err(arg) => {
             eprintln!(
-                "unknown benchmark {arg:?}: use append, tokens, summaries, bundles, search or all"
+                "unknown benchmark {arg:?}: use append, tokens, summaries, bundles, search, floor or all"
             );
             std::process::exit(2);
         }
@@ -68,6 +72,11 @@ fn main() {
         report.print();
         figures.insert("bundles".into(), to_json(&report));
     }
+    if which == Which::Floor || which == Which::All {
+        let report = floor::run();
+        report.print();
+        figures.insert("floor".into(), to_json(&report));
+    }
     if which == Which::Search || which == Which::All {
         let report = search::run();
         report.print();
@@ -84,6 +93,7 @@ enum Which {
     Summaries,
     Bundles,
     Search,
+    Floor,
     All,
 }
 
@@ -102,6 +112,7 @@ impl Which {
             Some("summaries") => Ok(Which::Summaries),
             Some("bundles") => Ok(Which::Bundles),
             Some("search") => Ok(Which::Search),
+            Some("floor") => Ok(Which::Floor),
             Some(other) => Err(other.to_owned()),
         }
     }
@@ -1620,6 +1631,218 @@ mod search {
                 self.p99_ratio_largest_vs_10000,
                 self.index_bytes as f64 / 1e6
             );
+        }
+    }
+}
+
+/// The RPC floor: `grpc.health.v1.Health/Check` at concurrency 1 and 64
+/// (8 connections), next to `GetSession` (a store point read) and
+/// `GetContextBundle` of a 20-turn session at the same concurrency.
+mod floor {
+    use std::time::{Duration, Instant};
+
+    use hdrhistogram::Histogram;
+    use mnemo::pb;
+    use mnemo::pb::memory_service_client::MemoryServiceClient;
+    use serde::Serialize;
+    use tonic::transport::Channel;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+
+    use super::append::RunningDaemon;
+
+    const MAX_REQUESTS: u64 = 4_000;
+    const MAX_TIME: Duration = Duration::from_secs(10);
+    const CONNECTIONS: usize = 8;
+
+    /// One RPC at one concurrency.
+    #[derive(Serialize)]
+    pub struct Case {
+        rpc: &'static str,
+        concurrency: usize,
+        p50_us: u64,
+        p99_us: u64,
+        requests: u64,
+        per_second: f64,
+        p99_ratio_to_health: f64,
+    }
+
+    /// All figures.
+    #[derive(Serialize)]
+    pub struct Report {
+        cases: Vec<Case>,
+    }
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Rpc {
+        Health,
+        GetSession,
+        Bundle,
+    }
+
+    pub fn run() -> Report {
+        let scratch = tempfile::tempdir().expect("temp dir");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("cannot build the tokio runtime");
+        Report {
+            cases: runtime.block_on(cases(scratch.path().join("daemon"))),
+        }
+    }
+
+    async fn cases(dir: std::path::PathBuf) -> Vec<Case> {
+        let daemon = RunningDaemon::start(dir).await;
+        let mut channels = Vec::new();
+        for _ in 0..CONNECTIONS {
+            channels.push(
+                Channel::from_shared(format!("http://{}", daemon.addr))
+                    .expect("valid url")
+                    .connect()
+                    .await
+                    .expect("connect"),
+            );
+        }
+        let mut c = MemoryServiceClient::new(channels[0].clone());
+        c.create_session(pb::CreateSessionRequest {
+            namespace: "bench".into(),
+            session_id: "floor".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+        let turns = (0..20)
+            .map(|i| pb::NewTurn {
+                role: if i % 2 == 0 {
+                    pb::Role::User
+                } else {
+                    pb::Role::Assistant
+                } as i32,
+                content: format!("turn {i}: a question about order ORD-{i} and its refund"),
+                ..Default::default()
+            })
+            .collect();
+        c.append_turns(pb::AppendTurnsRequest {
+            namespace: "bench".into(),
+            session_id: "floor".into(),
+            turns,
+            ..Default::default()
+        })
+        .await
+        .expect("append");
+        let mut out: Vec<Case> = Vec::new();
+        for concurrency in [1usize, 64] {
+            let mut health_p99 = 1.0;
+            for (rpc, name) in [
+                (Rpc::Health, "Health/Check"),
+                (Rpc::GetSession, "GetSession"),
+                (Rpc::Bundle, "GetContextBundle (20 turns)"),
+            ] {
+                let (h, elapsed) = run_case(&channels, rpc, concurrency).await;
+                let p99 = h.value_at_quantile(0.99);
+                if rpc == Rpc::Health {
+                    health_p99 = p99.max(1) as f64;
+                }
+                out.push(Case {
+                    rpc: name,
+                    concurrency,
+                    p50_us: h.value_at_quantile(0.5),
+                    p99_us: p99,
+                    requests: h.len(),
+                    per_second: h.len() as f64 / elapsed.as_secs_f64(),
+                    p99_ratio_to_health: p99 as f64 / health_p99,
+                });
+            }
+        }
+        daemon.stop().await;
+        out
+    }
+
+    async fn run_case(
+        channels: &[Channel],
+        rpc: Rpc,
+        concurrency: usize,
+    ) -> (Histogram<u64>, Duration) {
+        let budget = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(MAX_REQUESTS));
+        let deadline = Instant::now() + MAX_TIME;
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for i in 0..concurrency {
+            let channel = channels[i % channels.len()].clone();
+            let budget = budget.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut health = HealthClient::new(channel.clone());
+                let mut memory = MemoryServiceClient::new(channel);
+                let mut h = Histogram::<u64>::new(3).expect("histogram");
+                while Instant::now() < deadline
+                    && budget
+                        .fetch_update(
+                            std::sync::atomic::Ordering::Relaxed,
+                            std::sync::atomic::Ordering::Relaxed,
+                            |b| b.checked_sub(1),
+                        )
+                        .is_ok()
+                {
+                    let t = Instant::now();
+                    match rpc {
+                        Rpc::Health => {
+                            health
+                                .check(HealthCheckRequest {
+                                    service: String::new(),
+                                })
+                                .await
+                                .expect("health");
+                        }
+                        Rpc::GetSession => {
+                            memory
+                                .get_session(pb::GetSessionRequest {
+                                    namespace: "bench".into(),
+                                    session_id: "floor".into(),
+                                })
+                                .await
+                                .expect("get session");
+                        }
+                        Rpc::Bundle => {
+                            memory
+                                .get_context_bundle(pb::GetContextBundleRequest {
+                                    namespace: "bench".into(),
+                                    session_id: "floor".into(),
+                                    budget_tokens: 2_000,
+                                    ..Default::default()
+                                })
+                                .await
+                                .expect("bundle");
+                        }
+                    }
+                    h.record(t.elapsed().as_micros() as u64).expect("in range");
+                }
+                h
+            }));
+        }
+        let mut all = Histogram::<u64>::new(3).expect("histogram");
+        for t in tasks {
+            all.add(t.await.expect("task")).expect("same bounds");
+        }
+        (all, started.elapsed())
+    }
+
+    impl Report {
+        pub fn print(&self) {
+            println!("\n## floor: the cheapest RPC against real ones (gRPC on 127.0.0.1, 8 connections)\n");
+            println!("| RPC | concurrency | p50 (µs) | p99 (µs) | requests | per second | p99 / Health p99 |");
+            println!("|---|---:|---:|---:|---:|---:|---:|");
+            for c in &self.cases {
+                println!(
+                    "| {} | {} | {} | {} | {} | {:.0} | {:.2} |",
+                    c.rpc,
+                    c.concurrency,
+                    c.p50_us,
+                    c.p99_us,
+                    c.requests,
+                    c.per_second,
+                    c.p99_ratio_to_health
+                );
+            }
         }
     }
 }
