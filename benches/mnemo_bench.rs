@@ -1419,6 +1419,18 @@ mod search {
         index_catch_up_seconds: f64,
         turns_per_second_appended_and_indexed: f64,
         mean_hits: f64,
+        /// Bytes of turn text appended (the raw content).
+        raw_content_bytes: u64,
+        /// sled's files (the store) and tantivy's (the index), on disk.
+        store_bytes: u64,
+        index_bytes: u64,
+        store_bytes_per_turn: f64,
+        store_over_raw: f64,
+        index_over_raw: f64,
+        /// Resident memory of the process (daemon and clients), now and
+        /// at its peak.
+        rss_mb: f64,
+        peak_rss_mb: f64,
     }
 
     /// All figures.
@@ -1478,14 +1490,47 @@ mod search {
         MemoryServiceClient::new(channel).max_decoding_message_size(64 << 20)
     }
 
+    /// Bytes of the files under `dir`, recursively, but not under `skip`.
+    fn tree_size(dir: &std::path::Path, skip: &std::path::Path) -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .filter_map(|e| e.ok())
+            .map(|e| {
+                let path = e.path();
+                match e.metadata() {
+                    Ok(m) if m.is_dir() && path != skip => tree_size(&path, skip),
+                    Ok(m) if m.is_file() => m.len(),
+                    _ => 0,
+                }
+            })
+            .sum()
+    }
+
+    /// (VmRSS, VmHWM) of this process in MB, from /proc.
+    fn rss_mb() -> (f64, f64) {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let kb = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+                / 1024.0
+        };
+        (kb("VmRSS:"), kb("VmHWM:"))
+    }
+
     /// Fills sessions `first..first + n` with `TURNS_PER_SESSION` turns each,
-    /// over `WRITERS` connections.
-    async fn fill(addr: std::net::SocketAddr, first: u64, n: u64) {
+    /// over `WRITERS` connections; returns the bytes of text appended.
+    async fn fill(addr: std::net::SocketAddr, first: u64, n: u64) -> u64 {
         let mut tasks = Vec::new();
         for w in 0..WRITERS as u64 {
             tasks.push(tokio::spawn(async move {
                 let mut c = client(addr).await;
                 let mut rng = Rng::new(0x5EED + w + first * 131);
+                let mut bytes = 0u64;
                 let mut s = first + w;
                 while s < first + n {
                     let id = format!("s{s}");
@@ -1504,7 +1549,7 @@ mod search {
                     .await
                     .expect("create");
                     for _ in 0..TURNS_PER_SESSION / BATCH {
-                        let turns = (0..BATCH)
+                        let turns: Vec<pb::NewTurn> = (0..BATCH)
                             .map(|i| pb::NewTurn {
                                 role: if i % 2 == 0 {
                                     pb::Role::User
@@ -1515,6 +1560,7 @@ mod search {
                                 ..Default::default()
                             })
                             .collect();
+                        bytes += turns.iter().map(|t| t.content.len() as u64).sum::<u64>();
                         c.append_turns(pb::AppendTurnsRequest {
                             namespace: "bench".into(),
                             session_id: id.clone(),
@@ -1526,11 +1572,14 @@ mod search {
                     }
                     s += WRITERS as u64;
                 }
+                bytes
             }));
         }
+        let mut bytes = 0;
         for t in tasks {
-            t.await.expect("writer");
+            bytes += t.await.expect("writer");
         }
+        bytes
     }
 
     async fn cases(dir: &std::path::Path, sizes: &[u64]) -> Vec<Case> {
@@ -1538,10 +1587,11 @@ mod search {
         let mut c = client(daemon.addr).await;
         let mut out = Vec::new();
         let mut sessions = 0;
+        let mut raw_content_bytes = 0;
         for &size in sizes {
             let want = size / TURNS_PER_SESSION;
             let started = Instant::now();
-            fill(daemon.addr, sessions, want - sessions).await;
+            raw_content_bytes += fill(daemon.addr, sessions, want - sessions).await;
             sessions = want;
             let append_seconds = started.elapsed().as_secs_f64();
             // Until every write is searchable.
@@ -1606,7 +1656,25 @@ mod search {
                     as f64
                     / total,
                 mean_hits: hits as f64 / h.len().max(1) as f64,
+                raw_content_bytes,
+                store_bytes: 0,
+                index_bytes: 0,
+                store_bytes_per_turn: 0.0,
+                store_over_raw: 0.0,
+                index_over_raw: 0.0,
+                rss_mb: 0.0,
+                peak_rss_mb: 0.0,
             });
+            // The footprint: every append was acknowledged after a sync, so
+            // it is on disk.
+            let index_dir = dir.join(mnemo::server::SEARCH_INDEX_DIR);
+            let case = out.last_mut().expect("pushed above");
+            case.store_bytes = tree_size(dir, &index_dir);
+            case.index_bytes = tree_size(&index_dir, std::path::Path::new(""));
+            case.store_bytes_per_turn = case.store_bytes as f64 / size as f64;
+            case.store_over_raw = super::ratio(case.store_bytes as f64, raw_content_bytes as f64);
+            case.index_over_raw = super::ratio(case.index_bytes as f64, raw_content_bytes as f64);
+            (case.rss_mb, case.peak_rss_mb) = rss_mb();
         }
         daemon.stop().await;
         out
@@ -1631,6 +1699,22 @@ mod search {
                     c.index_catch_up_seconds,
                     c.turns_per_second_appended_and_indexed,
                     c.mean_hits
+                );
+            }
+            println!("\n| indexed turns | raw text (MB) | store on disk (MB) | store bytes / turn | store / raw | index (MB) | index / raw | RSS now / peak (MB) |");
+            println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for c in &self.cases {
+                println!(
+                    "| {} | {:.1} | {:.1} | {:.0} | {:.2} | {:.1} | {:.2} | {:.0} / {:.0} |",
+                    c.indexed_turns,
+                    c.raw_content_bytes as f64 / 1e6,
+                    c.store_bytes as f64 / 1e6,
+                    c.store_bytes_per_turn,
+                    c.store_over_raw,
+                    c.index_bytes as f64 / 1e6,
+                    c.index_over_raw,
+                    c.rss_mb,
+                    c.peak_rss_mb
                 );
             }
             println!(
