@@ -176,8 +176,17 @@ impl<E: Engine> KvStore<E> {
         Ok(turns)
     }
 
-    fn what_summary<'a>(ns: &'a str, session_id: &'a str, v: u64) -> impl FnOnce() -> String + 'a {
-        move || format!("summary version {v} of session {ns}/{session_id}")
+    /// Summary version `v` of a session, if stored (the session record is
+    /// not read).
+    pub(super) fn read_summary(
+        &self,
+        ns: &str,
+        session_id: &str,
+        v: u64,
+    ) -> Result<Option<SessionSummary>> {
+        self.read(&keys::summary(ns, session_id, v), || {
+            format!("summary version {v} of session {ns}/{session_id}")
+        })
     }
 }
 
@@ -521,11 +530,7 @@ impl<E: Engine> Store for KvStore<E> {
                 "session {ns}/{session_id} has no summary yet"
             )));
         }
-        self.read(
-            &keys::summary(ns, session_id, v),
-            Self::what_summary(ns, session_id, v),
-        )?
-        .ok_or_else(|| {
+        self.read_summary(ns, session_id, v)?.ok_or_else(|| {
             Error::NotFound(format!(
                 "session {ns}/{session_id} has no summary version {v}"
             ))
@@ -543,10 +548,7 @@ impl<E: Engine> Store for KvStore<E> {
         let top = at_most.min(session.summary.version);
         let mut out = Vec::new();
         for v in (1..=top).rev().take(limit) {
-            if let Some(s) = self.read(
-                &keys::summary(ns, session_id, v),
-                Self::what_summary(ns, session_id, v),
-            )? {
+            if let Some(s) = self.read_summary(ns, session_id, v)? {
                 out.push(s);
             }
         }

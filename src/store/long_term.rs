@@ -458,15 +458,11 @@ impl<E: Engine> LongTermStore for KvStore<E> {
         {
             return Ok(None);
         }
-        let summary: crate::summarize::SessionSummary = self
-            .read(&keys::summary(ns, session_id, version), || {
-                format!("summary version {version} of session {ns}/{session_id}")
-            })?
-            .ok_or_else(|| {
-                Error::NotFound(format!(
-                    "session {ns}/{session_id} has no summary {version}"
-                ))
-            })?;
+        let summary = self.read_summary(ns, session_id, version)?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "session {ns}/{session_id} has no summary {version}"
+            ))
+        })?;
         let overrides = self.action_statuses(ns, session_id)?;
         let (episode, carried) = episodes::episode_of(&session, &summary, &overrides, now_nanos());
         let subject = session.subject_id.clone();
@@ -582,11 +578,7 @@ impl<E: Engine> LongTermStore for KvStore<E> {
         if version == 0 {
             return Err(unknown());
         }
-        let summary: crate::summarize::SessionSummary = self
-            .read(&keys::summary(ns, sid, version), || {
-                format!("summary version {version} of session {ns}/{sid}")
-            })?
-            .ok_or_else(unknown)?;
+        let summary = self.read_summary(ns, sid, version)?.ok_or_else(unknown)?;
         let mut found = summary
             .pending_actions
             .iter()
