@@ -209,6 +209,10 @@ pub struct FactPlan {
     pub fact: Fact,
     /// The outcome; for `Superseded`, the old version to rewrite.
     pub outcome: PutOutcome,
+    /// Whether anything must be written: not for a merge that added no
+    /// source or tag (extraction repeats a summary's facts every time), nor
+    /// when a client fact is kept.
+    pub write: bool,
 }
 
 /// Decides a put. `same_key` is the current fact of the new fact's key
@@ -241,6 +245,7 @@ pub fn plan_put(
         FactPlan {
             fact: existing,
             outcome: PutOutcome::Merged,
+            write: changed,
         }
     };
     let fresh = |supersedes: String| Fact {
@@ -265,6 +270,7 @@ pub fn plan_put(
             return FactPlan {
                 fact: old,
                 outcome: PutOutcome::KeptClientFact,
+                write: false,
             };
         }
         let fact = fresh(old.fact_id.clone());
@@ -274,6 +280,7 @@ pub fn plan_put(
         return FactPlan {
             fact,
             outcome: PutOutcome::Superseded(Box::new(old)),
+            write: true,
         };
     }
     if let Some(dup) = same_words {
@@ -282,6 +289,7 @@ pub fn plan_put(
     FactPlan {
         fact: fresh(String::new()),
         outcome: PutOutcome::Created,
+        write: true,
     }
 }
 
@@ -469,6 +477,11 @@ mod tests {
         assert_eq!(third.outcome, PutOutcome::Merged);
         assert_eq!(third.fact.fact_id, "F2");
         assert_eq!(third.fact.sources.len(), 2);
+        assert!(third.write);
+        // The same source again changes nothing: nothing to write.
+        let fourth = plan_put(&again, Some(third.fact.clone()), None, "F4".into(), 4);
+        assert_eq!(fourth.outcome, PutOutcome::Merged);
+        assert!(!fourth.write);
     }
 
     #[test]

@@ -345,11 +345,13 @@ impl<E: Engine> LongTermStore for KvStore<E> {
             now_nanos(),
         );
         let fact = plan.fact;
+        if !plan.write {
+            return Ok((fact, plan.outcome));
+        }
         let mut batch = Batch::new();
         let mut changes = 1;
         match &plan.outcome {
-            PutOutcome::KeptClientFact => return Ok((fact, plan.outcome)),
-            PutOutcome::Merged => {}
+            PutOutcome::KeptClientFact | PutOutcome::Merged => {}
             PutOutcome::Created | PutOutcome::Superseded(_) => {
                 batch.push(Write::Put(
                     keys::subject_fact(ns, subject, &fact.fact_id),
