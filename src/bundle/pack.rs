@@ -715,16 +715,20 @@ fn assemble(
     }
 
     // The structured fields: exactly what the text holds.
-    let chosen = |section: Section| -> Vec<(u64, Choice)> {
-        let mut v: Vec<(u64, Choice)> = cands
+    let chosen = |section: Section| -> Vec<usize> {
+        let mut v: Vec<usize> = cands
             .iter()
             .zip(&choices)
             .filter(|(c, &ch)| c.section == section && ch != Choice::Omitted)
-            .map(|(c, &ch)| (c.key, ch))
+            .map(|(c, _)| c.key as usize)
             .collect();
-        v.sort_by_key(|(k, _)| *k);
+        v.sort_unstable();
         v
     };
+    // The items of one section that made it in, in display order.
+    fn pick<T: Clone>(items: &[T], keys: Vec<usize>) -> Vec<T> {
+        keys.into_iter().map(|k| items[k].clone()).collect()
+    }
     let mut bundle = Bundle {
         as_of_seq: session.last_seq(),
         encoding: enc,
@@ -754,23 +758,11 @@ fn assemble(
         session,
     };
     if let Some(s) = summary {
-        for (k, _) in chosen(Section::PendingActions) {
-            bundle
-                .pending_actions
-                .push(s.pending_actions[k as usize].clone());
-        }
-        for (k, _) in chosen(Section::OpenQuestions) {
-            bundle
-                .open_questions
-                .push(s.open_questions[k as usize].clone());
-        }
-        for (k, _) in chosen(Section::Decisions) {
-            bundle.decisions.push(s.decisions[k as usize].clone());
-        }
-        for (k, _) in chosen(Section::KeyFacts) {
-            bundle.key_facts.push(s.key_facts[k as usize].clone());
-        }
-        for (k, _) in chosen(Section::Summary) {
+        bundle.pending_actions = pick(&s.pending_actions, chosen(Section::PendingActions));
+        bundle.open_questions = pick(&s.open_questions, chosen(Section::OpenQuestions));
+        bundle.decisions = pick(&s.decisions, chosen(Section::Decisions));
+        bundle.key_facts = pick(&s.key_facts, chosen(Section::KeyFacts));
+        for k in chosen(Section::Summary) {
             if k == 0 {
                 bundle.user_intent = s.user_intent.clone();
             } else {
@@ -778,17 +770,9 @@ fn assemble(
             }
         }
     }
-    for (k, _) in chosen(Section::CarriedActions) {
-        bundle
-            .carried_actions
-            .push(memory.carried[k as usize].clone());
-    }
-    for (k, _) in chosen(Section::Facts) {
-        bundle.facts.push(memory.facts[k as usize].clone());
-    }
-    for (k, _) in chosen(Section::Episodes) {
-        bundle.episodes.push(memory.episodes[k as usize].clone());
-    }
+    bundle.carried_actions = pick(&memory.carried, chosen(Section::CarriedActions));
+    bundle.facts = pick(&memory.facts, chosen(Section::Facts));
+    bundle.episodes = pick(&memory.episodes, chosen(Section::Episodes));
     let by_seq: std::collections::HashMap<u64, &Turn> =
         recent.iter().chain(&earlier).map(|t| (t.seq, t)).collect();
     let mut short_turns: Vec<CompressedTurn> = Vec::new();
