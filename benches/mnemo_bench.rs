@@ -1459,7 +1459,10 @@ mod search {
             vec![large.max(TURNS_PER_SESSION)]
         };
         let cases = runtime.block_on(cases(&dir, &sizes));
-        let index_bytes = dir_size(&dir.join(mnemo::server::SEARCH_INDEX_DIR));
+        let index_bytes = tree_size(
+            &dir.join(mnemo::server::SEARCH_INDEX_DIR),
+            std::path::Path::new(""),
+        );
         let p99 = |c: &Case| c.search_p99_us.max(1) as f64;
         Report {
             p99_ratio_largest_vs_10000: p99(cases.last().expect("a case")) / p99(&cases[0]),
@@ -1467,18 +1470,6 @@ mod search {
             index_bytes,
             cases,
         }
-    }
-
-    fn dir_size(dir: &std::path::Path) -> u64 {
-        std::fs::read_dir(dir)
-            .map(|it| {
-                it.filter_map(|e| e.ok())
-                    .filter_map(|e| e.metadata().ok())
-                    .filter(|m| m.is_file())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0)
     }
 
     async fn client(addr: std::net::SocketAddr) -> MemoryServiceClient<Channel> {

@@ -26,6 +26,20 @@ fn ok(addr: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
+/// Runs a command until its output satisfies `done` (at most 30 s); returns
+/// the last output.
+fn ok_until(addr: &str, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+    let mut out = String::new();
+    for _ in 0..300 {
+        out = ok(addr, args);
+        if done(&out) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    out
+}
+
 #[test]
 fn a_person_can_drive_a_session_from_the_shell() {
     let tmp = tempfile::tempdir().unwrap();
@@ -250,30 +264,12 @@ fn facts_search_episodes_and_reindex_from_the_shell() {
         ],
     );
     ok(&addr, &["session", "close", "-n", "shop", "-s", "v1"]);
-    // The index catches up shortly after the write.
-    let mut found = String::new();
-    for _ in 0..300 {
-        found = ok(
-            &addr,
-            &["search", "-n", "shop", "--kind", "turn", "raincoat parcel"],
-        );
-        if found.contains("v1 #1") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The index and the episode catch up shortly after the writes.
+    let search = ["search", "-n", "shop", "--kind", "turn", "raincoat parcel"];
+    let found = ok_until(&addr, &search, |o| o.contains("v1 #1"));
     assert!(found.contains("v1 #1"), "{found}");
-    let mut episodes = String::new();
-    for _ in 0..300 {
-        episodes = ok(
-            &addr,
-            &["episodes", "-n", "shop", "--subject", "ann", "--json"],
-        );
-        if !episodes.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let list = ["episodes", "-n", "shop", "--subject", "ann", "--json"];
+    let episodes = ok_until(&addr, &list, |o| !o.is_empty());
     assert!(episodes.contains("\"session_id\":\"v1\""), "{episodes}");
     let err = mnemo(&addr, &["search", "-n", "shop", "--limit", "101", "x"]);
     assert!(!err.status.success());
