@@ -47,17 +47,21 @@ async fn facts(c: &mut Client, ns: &str, subject: &str, history: bool) -> Vec<pb
     .facts
 }
 
-async fn search(c: &mut Client, ns: &str, subject: &str, query: &str) -> pb::SearchResponse {
-    c.search(pb::SearchRequest {
+fn search_request(ns: &str, subject: &str, query: &str) -> pb::SearchRequest {
+    pb::SearchRequest {
         namespace: ns.into(),
         subject_id: subject.into(),
         query: query.into(),
         limit: 10,
         ..Default::default()
-    })
-    .await
-    .expect("search")
-    .into_inner()
+    }
+}
+
+async fn search(c: &mut Client, ns: &str, subject: &str, query: &str) -> pb::SearchResponse {
+    c.search(search_request(ns, subject, query))
+        .await
+        .expect("search")
+        .into_inner()
 }
 
 /// Searches until `pred` holds of the hits (the index catches up within a
@@ -71,15 +75,7 @@ async fn search_until(
 ) -> Vec<pb::SearchHit> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let r = c
-            .search(pb::SearchRequest {
-                namespace: ns.into(),
-                subject_id: subject.into(),
-                query: query.into(),
-                limit: 10,
-                ..Default::default()
-            })
-            .await;
+        let r = c.search(search_request(ns, subject, query)).await;
         let hits = match r {
             Ok(r) => r.into_inner().hits,
             // While the index is rebuilt from the store.
