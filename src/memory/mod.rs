@@ -152,10 +152,19 @@ impl Memory {
         summaries: SummaryConfig,
         search_dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<Self>> {
-        let (search, rebuild) =
-            tokio::task::spawn_blocking(move || SearchIndex::open(search_dir.as_deref()))
-                .await
-                .map_err(|e| Error::Internal(format!("opening the search index failed: {e}")))??;
+        let scan = store.clone();
+        let (search, rebuild) = tokio::task::spawn_blocking(move || {
+            let (search, rebuild) = SearchIndex::open(search_dir.as_deref())?;
+            // A new data dir has nothing to index: finish the (empty)
+            // rebuild here, so a new daemon never answers UNAVAILABLE.
+            if rebuild && holds_nothing_searchable(scan.as_ref())? {
+                search.rebuild(scan.as_ref())?;
+                return Ok::<_, Error>((search, false));
+            }
+            Ok((search, rebuild))
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("opening the search index failed: {e}")))??;
         let search = Arc::new(search);
         let indexer = Arc::new(Indexer::start(store.clone(), search.clone(), rebuild));
         let commit = Arc::new(GroupCommit::start(store.clone(), limits.sync_queue)?);
@@ -1026,4 +1035,11 @@ fn approx_size(t: &Turn) -> usize {
         c.tool_name.len() + c.arguments_json.len() + c.result.len() + c.error_details.len() + 16
     });
     64 + t.speaker.len() + t.content.len() + meta + tool
+}
+
+/// Whether `store` holds no session, fact or episode (a new data dir).
+fn holds_nothing_searchable(store: &dyn Store) -> Result<bool> {
+    Ok(store.scan_sessions(None, 1)?.sessions.is_empty()
+        && store.scan_facts(None, 1)?.0.is_empty()
+        && store.scan_episodes(None, 1)?.0.is_empty())
 }
