@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::AuthConfig;
 use crate::error::{Error, Result};
 
 /// Which storage engine to run on.
@@ -127,6 +128,23 @@ pub struct Config {
     pub limits: Limits,
     /// Running summaries.
     pub summaries: SummaryConfig,
+    /// API keys (`[auth]`, `[[auth.keys]]`).
+    pub auth: AuthConfig,
+    /// TLS for the gRPC listener (`[tls]`); plaintext when unset.
+    pub tls: Option<TlsConfig>,
+}
+
+/// TLS settings: PEM files read at start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The server's certificate chain (PEM).
+    pub cert: PathBuf,
+    /// The certificate's private key (PEM).
+    pub key: PathBuf,
+    /// When set, clients must present a certificate signed by one of
+    /// these CAs (PEM): mutual TLS.
+    pub client_ca: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -139,6 +157,8 @@ impl Default for Config {
             log_format: LogFormat::Text,
             limits: Limits::default(),
             summaries: SummaryConfig::default(),
+            auth: AuthConfig::default(),
+            tls: None,
         }
     }
 }
@@ -238,6 +258,7 @@ impl Config {
                 "limits.max_concurrent_streams, limits.concurrency_per_connection and limits.request_timeout_secs must be positive",
             ));
         }
+        self.auth.validate(self.listen.ip().is_loopback())?;
         Ok(())
     }
 }

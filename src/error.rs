@@ -37,6 +37,12 @@ pub enum Error {
         /// The first seq the watcher has not received.
         resume_from_seq: u64,
     },
+    /// The caller sent no API key, or one the daemon does not know.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The caller's key does not allow this namespace or operation.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// The daemon is shutting down; retry against it once it is back.
     #[error("{0}")]
     Unavailable(String),
@@ -97,6 +103,8 @@ impl From<Error> for tonic::Status {
             Error::FailedPrecondition(_) => Code::FailedPrecondition,
             Error::Aborted(_) => Code::Aborted,
             Error::ResourceExhausted(_) | Error::Lagged { .. } => Code::ResourceExhausted,
+            Error::Unauthenticated(_) => Code::Unauthenticated,
+            Error::PermissionDenied(_) => Code::PermissionDenied,
             Error::Unavailable(_) => Code::Unavailable,
             Error::DataLoss(_) => Code::DataLoss,
             Error::Storage(_) => Code::Unavailable,

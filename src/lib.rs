@@ -23,8 +23,10 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod auth;
 pub mod bundle;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod error;
 pub mod memory;

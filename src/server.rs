@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tonic::codegen::http;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 use crate::api::MemoryApi;
-use crate::config::{Config, StoreKind};
+use crate::auth::Keys;
+use crate::config::{Config, StoreKind, TlsConfig};
 use crate::error::{Error, Result};
 use crate::memory::Memory;
 use crate::metrics::{self, Metrics, RecordLayer};
@@ -79,18 +82,36 @@ impl Daemon {
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1()
             .map_err(|e| Error::Internal(format!("cannot build reflection service: {e}")))?;
-        let memory_service = MemoryServiceServer::new(MemoryApi::new(self.memory.clone()))
-            .max_decoding_message_size(limits.max_message_bytes)
-            .max_encoding_message_size(limits.max_message_bytes);
-
         let addr = listener
             .local_addr()
             .map_err(|e| Error::Internal(format!("listener has no address: {e}")))?;
+        // Auth follows the address actually bound (an injected listener may
+        // differ from `config.listen`).
+        let keys = Keys::new(&self.config.auth, addr.ip().is_loopback())?;
+        if !keys.enabled() {
+            tracing::warn!(
+                %addr,
+                "auth is off: any process on this machine may read and write every namespace \
+                 (configure [[auth.keys]] to turn it on)"
+            );
+        }
+        let memory_service = InterceptedService::new(
+            MemoryServiceServer::new(MemoryApi::new(self.memory.clone()))
+                .max_decoding_message_size(limits.max_message_bytes)
+                .max_encoding_message_size(limits.max_message_bytes),
+            keys.interceptor(),
+        );
+        let tls = match &self.config.tls {
+            Some(t) => Some(tls_config(t)?),
+            None => None,
+        };
         tracing::info!(
             %addr,
             pid = std::process::id(),
             store = ?self.config.store,
             data_dir = %self.config.data_dir.display(),
+            auth = keys.enabled(),
+            tls = self.config.tls.is_some(),
             "mnemo listening on {addr}"
         );
         // Without TCP_NODELAY a small reply can wait ~40 ms for a delayed
@@ -138,7 +159,13 @@ impl Daemon {
             None => (None, None),
         };
 
-        let server = tonic::transport::Server::builder()
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            builder = builder
+                .tls_config(tls)
+                .map_err(|e| Error::invalid(format!("invalid TLS configuration: {e}")))?;
+        }
+        let server = builder
             .layer(tower::util::MapResponseLayer::new(
                 oversize_is_resource_exhausted as fn(_) -> _,
             ))
@@ -203,6 +230,22 @@ fn oversize_is_resource_exhausted(
             .insert("grpc-status", http::HeaderValue::from_static("8"));
     }
     resp
+}
+
+/// Reads the PEM files `t` names.
+fn tls_config(t: &TlsConfig) -> Result<ServerTlsConfig> {
+    let read = |what: &str, p: &std::path::Path| {
+        std::fs::read(p)
+            .map_err(|e| Error::invalid(format!("cannot read TLS {what} {}: {e}", p.display())))
+    };
+    let mut c = ServerTlsConfig::new().identity(Identity::from_pem(
+        read("certificate", &t.cert)?,
+        read("key", &t.key)?,
+    ));
+    if let Some(ca) = &t.client_ca {
+        c = c.client_ca_root(Certificate::from_pem(read("client CA", ca)?));
+    }
+    Ok(c)
 }
 
 /// Resolves on SIGINT or SIGTERM.

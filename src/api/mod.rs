@@ -14,6 +14,7 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use crate::auth::{admit, Role};
 use crate::memory::types::SessionFilter;
 use crate::memory::{AppendRequest, Memory, NewSession};
 use crate::pb;
@@ -50,7 +51,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::CreateSessionRequest>,
     ) -> Result<Response<pb::CreateSessionResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Write)?;
         let span = span("CreateSession", &r.namespace, &r.session_id);
         async move {
             let req = NewSession {
@@ -76,7 +77,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::GetSessionRequest>,
     ) -> Result<Response<pb::GetSessionResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("GetSession", &r.namespace, &r.session_id);
         async move {
             let s = self.memory.get_session(&r.namespace, &r.session_id).await?;
@@ -92,7 +93,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("ListSessions", &r.namespace, "");
         async move {
             let filter = SessionFilter {
@@ -116,7 +117,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::CloseSessionRequest>,
     ) -> Result<Response<pb::CloseSessionResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Write)?;
         let span = span("CloseSession", &r.namespace, &r.session_id);
         async move {
             let s = self
@@ -135,7 +136,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::DeleteSessionRequest>,
     ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Admin)?;
         let span = span("DeleteSession", &r.namespace, &r.session_id);
         async move {
             let deleted_turns = self
@@ -152,7 +153,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::AppendTurnsRequest>,
     ) -> Result<Response<pb::AppendTurnsResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Write)?;
         let span = span("AppendTurns", &r.namespace, &r.session_id);
         async move {
             let turns = r
@@ -181,7 +182,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::ListTurnsRequest>,
     ) -> Result<Response<pb::ListTurnsResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("ListTurns", &r.namespace, &r.session_id);
         async move {
             let page = self
@@ -208,7 +209,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::SummarizeRequest>,
     ) -> Result<Response<pb::SummarizeResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Write)?;
         let span = span("Summarize", &r.namespace, &r.session_id);
         async move {
             let s = self
@@ -228,7 +229,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::GetSummaryRequest>,
     ) -> Result<Response<pb::GetSummaryResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("GetSummary", &r.namespace, &r.session_id);
         async move {
             let format = pb::SummaryFormat::try_from(r.format).map_err(|_| {
@@ -256,7 +257,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::ListSummariesRequest>,
     ) -> Result<Response<pb::ListSummariesResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("ListSummaries", &r.namespace, &r.session_id);
         async move {
             let page = self
@@ -276,7 +277,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::GetAuditLogRequest>,
     ) -> Result<Response<pb::GetAuditLogResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("GetAuditLog", &r.namespace, &r.session_id);
         async move {
             let page = self
@@ -296,7 +297,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::ListReviewItemsRequest>,
     ) -> Result<Response<pb::ListReviewItemsResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("ListReviewItems", &r.namespace, "");
         async move {
             let page = self
@@ -316,7 +317,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::ResolveReviewItemRequest>,
     ) -> Result<Response<pb::ResolveReviewItemResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Write)?;
         let span = span("ResolveReviewItem", &r.namespace, "");
         async move {
             let status = summaries::resolution(r.status)?;
@@ -336,7 +337,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::GetContextBundleRequest>,
     ) -> Result<Response<pb::GetContextBundleResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("GetContextBundle", &r.namespace, &r.session_id);
         async move {
             let req = context::bundle_request(&r)?;
@@ -356,7 +357,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::HandoffRequest>,
     ) -> Result<Response<pb::HandoffResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Write)?;
         let span = span("Handoff", &r.namespace, &r.session_id);
         async move {
             let (ns, id) = (r.namespace.clone(), r.session_id.clone());
@@ -383,7 +384,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::WatchSessionRequest>,
     ) -> Result<Response<Self::WatchSessionStream>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("WatchSession", &r.namespace, &r.session_id);
         async move {
             let rx = self
@@ -402,7 +403,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::PutFactRequest>,
     ) -> Result<Response<pb::PutFactResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Write)?;
         let span = span("PutFact", &r.namespace, "");
         knowledge::put_fact(&self.memory, r)
             .instrument(span)
@@ -414,7 +415,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::GetFactRequest>,
     ) -> Result<Response<pb::GetFactResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("GetFact", &r.namespace, "");
         knowledge::get_fact(&self.memory, r)
             .instrument(span)
@@ -426,7 +427,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::ListFactsRequest>,
     ) -> Result<Response<pb::ListFactsResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("ListFacts", &r.namespace, "");
         knowledge::list_facts(&self.memory, r)
             .instrument(span)
@@ -438,7 +439,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::DeleteFactRequest>,
     ) -> Result<Response<pb::DeleteFactResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Write)?;
         let span = span("DeleteFact", &r.namespace, "");
         knowledge::delete_fact(&self.memory, r)
             .instrument(span)
@@ -450,7 +451,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::ListEpisodesRequest>,
     ) -> Result<Response<pb::ListEpisodesResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("ListEpisodes", &r.namespace, "");
         knowledge::list_episodes(&self.memory, r)
             .instrument(span)
@@ -462,7 +463,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::UpdatePendingActionRequest>,
     ) -> Result<Response<pb::UpdatePendingActionResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Write)?;
         let sid = r.r#ref.as_ref().map_or("", |a| a.session_id.as_str());
         let span = span("UpdatePendingAction", &r.namespace, sid);
         knowledge::update_pending_action(&self.memory, r)
@@ -475,7 +476,7 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
-        let r = request.into_inner();
+        let r = admit(request, Role::Read)?;
         let span = span("Search", &r.namespace, &r.session_id);
         knowledge::search(&self.memory, r)
             .instrument(span)

@@ -2,17 +2,17 @@
 //! are a small gRPC client for people (create a session, append, list).
 //! Errors print one line (gRPC status and message) and exit non-zero.
 
+mod admin;
 mod knowledge;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tonic::transport::Channel;
 
+use crate::client::{self, ClientOptions, MemoryClient};
 use crate::config::{Config, LogFormat, Overrides};
 use crate::pb;
-use crate::pb::memory_service_client::MemoryServiceClient;
 use crate::server::{shutdown_signal, Daemon};
 
 /// mnemo: persistent memory for AI agents.
@@ -137,6 +137,9 @@ enum Command {
     /// Rebuild the search index of a data directory from its store (with
     /// the daemon stopped; the daemon also rebuilds a missing index).
     Reindex(Overrides),
+    /// Manage API keys.
+    #[command(subcommand)]
+    Key(admin::KeyCommand),
     /// List a session's turns, oldest first.
     Turns {
         #[command(flatten)]
@@ -220,9 +223,21 @@ struct Target {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ClientArgs {
-    /// Daemon address.
+    /// Daemon address (`https://` for TLS).
     #[arg(long, env = "MNEMO_ADDR", default_value = "http://127.0.0.1:50051")]
     addr: String,
+    /// API key, sent as `authorization: Bearer <key>`.
+    #[arg(long, env = "MNEMO_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// CA certificate (PEM) that signed the daemon's TLS certificate.
+    #[arg(long, env = "MNEMO_CA_CERT")]
+    ca_cert: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) for mutual TLS; needs --client-key.
+    #[arg(long, env = "MNEMO_CLIENT_CERT", requires = "client_key")]
+    client_cert: Option<std::path::PathBuf>,
+    /// Client certificate's key (PEM).
+    #[arg(long, env = "MNEMO_CLIENT_KEY", requires = "client_cert")]
+    client_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -264,6 +279,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Search(args) => knowledge::search(args).await,
         Command::Episodes(args) => knowledge::episodes(args).await,
         Command::Action(args) => knowledge::action(args).await,
+        Command::Key(cmd) => admin::key(cmd),
         Command::Reindex(overrides) => {
             tokio::task::spawn_blocking(move || knowledge::reindex(&overrides))
                 .await
@@ -450,7 +466,7 @@ async fn run(cli: Cli) -> Result<(), String> {
 }
 
 async fn print_summary(
-    c: &mut MemoryServiceClient<Channel>,
+    c: &mut MemoryClient,
     target: Target,
     version: u64,
     json: bool,
@@ -672,10 +688,15 @@ fn bundle_json(b: &pb::ContextBundle) -> String {
     serde_json::to_string_pretty(&v).unwrap_or_default()
 }
 
-pub(crate) async fn connect(args: &ClientArgs) -> Result<MemoryServiceClient<Channel>, String> {
-    MemoryServiceClient::connect(args.addr.clone())
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e}", args.addr))
+pub(crate) async fn connect(args: &ClientArgs) -> Result<MemoryClient, String> {
+    client::connect(&ClientOptions {
+        addr: args.addr.clone(),
+        api_key: args.api_key.clone(),
+        ca_cert: args.ca_cert.clone(),
+        client_identity: args.client_cert.clone().zip(args.client_key.clone()),
+        ..ClientOptions::default()
+    })
+    .await
 }
 
 pub(crate) fn status_line(s: tonic::Status) -> String {

@@ -1,0 +1,378 @@
+//! Who may do what. Namespaces are the tenancy boundary: an API key
+//! belongs to one namespace (or `*`, every namespace) and has a role
+//! (READ < WRITE < ADMIN). The config holds only SHA-256 hashes of keys;
+//! a key is 256 random bits, so a plain hash is enough to make the config
+//! useless to a thief, and it is compared in constant time.
+//!
+//! Two steps: a tonic interceptor (before the body is decoded) turns the
+//! `authorization: Bearer <key>` header into a [`Caller`] or
+//! UNAUTHENTICATED; each handler then calls [`admit`] with the namespace
+//! of its request and the role it needs, which gives PERMISSION_DENIED.
+//! Health and reflection stay open (they reveal no stored data).
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tonic::{Request, Status};
+
+use crate::error::{Error, Result};
+use crate::pb;
+
+/// What a key may do, each role including the ones below it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Read sessions, turns, summaries, bundles, facts, episodes; search;
+    /// watch.
+    Read,
+    /// Also create, append, close, summarize, hand off, put and delete
+    /// facts, update actions, resolve review items.
+    Write,
+    /// Also delete whole sessions.
+    Admin,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Read => "READ",
+            Role::Write => "WRITE",
+            Role::Admin => "ADMIN",
+        }
+    }
+}
+
+/// The namespace value of a key valid in every namespace.
+pub const ANY_NAMESPACE: &str = "*";
+
+/// One configured key (`[[auth.keys]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyConfig {
+    /// A label for logs (never the key itself).
+    pub name: String,
+    /// The namespace the key may use, or `*` for all.
+    pub namespace: String,
+    /// What the key may do there.
+    pub role: Role,
+    /// Lowercase hex SHA-256 of the key, as `mnemo key create` prints it.
+    pub sha256: String,
+}
+
+/// The `[auth]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Require a key on every MemoryService call. Unset: required when
+    /// the daemon listens on a non-loopback address or keys are
+    /// configured.
+    pub required: Option<bool>,
+    /// The accepted keys.
+    pub keys: Vec<KeyConfig>,
+}
+
+impl AuthConfig {
+    /// Whether keys are checked for a daemon listening on `loopback` or not.
+    pub fn enabled(&self, loopback: bool) -> bool {
+        self.required.unwrap_or(!loopback || !self.keys.is_empty())
+    }
+
+    /// Rejects malformed entries, and auth that is on with no key.
+    pub fn validate(&self, loopback: bool) -> Result<()> {
+        for k in &self.keys {
+            let hex_ok = k.sha256.len() == 64
+                && k.sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if !hex_ok {
+                return Err(Error::invalid(format!(
+                    "auth key {:?}: sha256 must be 64 lowercase hex digits (run `mnemo key create`)",
+                    k.name
+                )));
+            }
+            if k.namespace.is_empty() {
+                return Err(Error::invalid(format!(
+                    "auth key {:?}: namespace must be a namespace or \"*\"",
+                    k.name
+                )));
+            }
+        }
+        if self.enabled(loopback) && self.keys.is_empty() {
+            return Err(Error::invalid(
+                "auth is required (the daemon listens on a non-loopback address, or auth.required = true) \
+                 but no [[auth.keys]] are configured: run `mnemo key create` and add its line to the config, \
+                 or set auth.required = false on a trusted network",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Who is calling, put in the request's extensions by the interceptor.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// Auth is off: every call is allowed.
+    Anyone,
+    /// A known key.
+    Key {
+        /// The key's label.
+        name: String,
+        /// Its namespace, or `*`.
+        namespace: String,
+        /// Its role.
+        role: Role,
+    },
+}
+
+/// The key table the interceptor checks against.
+#[derive(Clone)]
+pub struct Keys {
+    enabled: bool,
+    keys: std::sync::Arc<Vec<([u8; 32], KeyConfig)>>,
+}
+
+impl Keys {
+    /// The runtime form of `config` (validated first).
+    pub fn new(config: &AuthConfig, loopback: bool) -> Result<Keys> {
+        config.validate(loopback)?;
+        let keys = config
+            .keys
+            .iter()
+            .map(|k| {
+                let mut hash = [0u8; 32];
+                for (i, byte) in hash.iter_mut().enumerate() {
+                    // validate() checked 64 hex digits.
+                    *byte = u8::from_str_radix(&k.sha256[2 * i..2 * i + 2], 16).unwrap_or(0);
+                }
+                (hash, k.clone())
+            })
+            .collect();
+        Ok(Keys {
+            enabled: config.enabled(loopback),
+            keys: std::sync::Arc::new(keys),
+        })
+    }
+
+    /// Whether keys are checked.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The caller `authorization` names, or UNAUTHENTICATED.
+    pub fn caller(&self, authorization: Option<&[u8]>) -> Result<Caller> {
+        if !self.enabled {
+            return Ok(Caller::Anyone);
+        }
+        let Some(value) = authorization else {
+            return Err(Error::Unauthenticated(
+                "missing API key: send the metadata `authorization: Bearer <key>`".into(),
+            ));
+        };
+        let Some(key) = value.strip_prefix(b"Bearer ") else {
+            return Err(Error::Unauthenticated(
+                "the authorization metadata must be `Bearer <key>`".into(),
+            ));
+        };
+        let presented: [u8; 32] = Sha256::digest(key.trim_ascii()).into();
+        // Every entry is compared, so timing says nothing about which
+        // (or whether one) matched.
+        let mut found = None;
+        for (hash, k) in self.keys.iter() {
+            if bool::from(hash.ct_eq(&presented)) {
+                found = Some(k);
+            }
+        }
+        match found {
+            Some(k) => Ok(Caller::Key {
+                name: k.name.clone(),
+                namespace: k.namespace.clone(),
+                role: k.role,
+            }),
+            None => Err(Error::Unauthenticated(
+                "unknown API key (revoked, mistyped, or for another daemon)".into(),
+            )),
+        }
+    }
+
+    /// The interceptor that attaches a [`Caller`] to every request.
+    pub fn interceptor(&self) -> impl tonic::service::Interceptor + Clone + Send + Sync + 'static {
+        let keys = self.clone();
+        move |mut req: Request<()>| -> Result<Request<()>, Status> {
+            let header = req
+                .metadata()
+                .get("authorization")
+                .map(|v| v.as_bytes().to_vec());
+            let caller = keys.caller(header.as_deref())?;
+            req.extensions_mut().insert(caller);
+            Ok(req)
+        }
+    }
+}
+
+/// A request that names the namespace it works in.
+pub trait Namespaced {
+    /// The request's namespace.
+    fn namespace(&self) -> &str;
+}
+
+macro_rules! namespaced {
+    ($($t:ty),* $(,)?) => {
+        $(impl Namespaced for $t {
+            fn namespace(&self) -> &str {
+                &self.namespace
+            }
+        })*
+    };
+}
+
+namespaced!(
+    pb::CreateSessionRequest,
+    pb::GetSessionRequest,
+    pb::ListSessionsRequest,
+    pb::CloseSessionRequest,
+    pb::DeleteSessionRequest,
+    pb::AppendTurnsRequest,
+    pb::ListTurnsRequest,
+    pb::SummarizeRequest,
+    pb::GetSummaryRequest,
+    pb::ListSummariesRequest,
+    pb::GetAuditLogRequest,
+    pb::ListReviewItemsRequest,
+    pb::ResolveReviewItemRequest,
+    pb::GetContextBundleRequest,
+    pb::HandoffRequest,
+    pb::WatchSessionRequest,
+    pb::PutFactRequest,
+    pb::GetFactRequest,
+    pb::ListFactsRequest,
+    pb::DeleteFactRequest,
+    pb::ListEpisodesRequest,
+    pb::UpdatePendingActionRequest,
+    pb::SearchRequest,
+);
+
+/// The request's message if its caller may do what needs `role` in the
+/// request's namespace; PERMISSION_DENIED otherwise.
+pub fn admit<T: Namespaced>(request: Request<T>, role: Role) -> Result<T, Status> {
+    let caller = request.extensions().get::<Caller>().cloned();
+    let msg = request.into_inner();
+    match caller {
+        Some(Caller::Anyone) => Ok(msg),
+        Some(Caller::Key {
+            name,
+            namespace,
+            role: has,
+        }) => {
+            if namespace != ANY_NAMESPACE && namespace != msg.namespace() {
+                tracing::info!(key = %name, namespace = msg.namespace(), "key used outside its namespace");
+                return Err(Error::PermissionDenied(format!(
+                    "this API key is for namespace {namespace:?}, not {:?}",
+                    msg.namespace()
+                ))
+                .into());
+            }
+            if has < role {
+                tracing::info!(key = %name, "key role too low");
+                return Err(Error::PermissionDenied(format!(
+                    "this call needs a {} key; this key is {}",
+                    role.name(),
+                    has.name()
+                ))
+                .into());
+            }
+            Ok(msg)
+        }
+        // The interceptor is on every MemoryService route; a request
+        // without a caller means it was bypassed, so refuse.
+        None => {
+            Err(Error::Internal("request reached a handler without an auth check".into()).into())
+        }
+    }
+}
+
+/// A new key (`mnemo_` and 64 hex digits of OS randomness) and its hash.
+pub fn new_key() -> Result<(String, String)> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::Internal(format!("the OS gave no randomness: {e}")))?;
+    let key = format!("mnemo_{}", hex(&bytes));
+    let hash = hex(&Sha256::digest(key.as_bytes()));
+    Ok((key, hash))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> (Keys, String) {
+        let (key, sha256) = new_key().unwrap();
+        let config = AuthConfig {
+            required: None,
+            keys: vec![KeyConfig {
+                name: "agent".into(),
+                namespace: "ns".into(),
+                role: Role::Write,
+                sha256,
+            }],
+        };
+        (Keys::new(&config, true).unwrap(), key)
+    }
+
+    #[test]
+    fn a_created_key_is_recognised_and_others_are_not() {
+        let (keys, key) = keys();
+        assert!(
+            keys.enabled(),
+            "configured keys turn auth on even on loopback"
+        );
+        let ok = keys
+            .caller(Some(format!("Bearer {key}").as_bytes()))
+            .unwrap();
+        assert!(matches!(
+            ok,
+            Caller::Key {
+                role: Role::Write,
+                ..
+            }
+        ));
+        for bad in [
+            None,
+            Some(key.as_bytes().to_vec()),
+            Some(format!("Bearer {key}x").into_bytes()),
+            Some(b"Bearer ".to_vec()),
+        ] {
+            let e = keys.caller(bad.as_deref()).unwrap_err();
+            assert!(matches!(e, Error::Unauthenticated(_)), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn auth_off_only_on_loopback_without_keys() {
+        let none = AuthConfig::default();
+        assert!(!none.enabled(true));
+        assert!(none.validate(true).is_ok());
+        assert!(none.enabled(false));
+        assert!(none.validate(false).is_err(), "non-loopback needs keys");
+        let off = AuthConfig {
+            required: Some(false),
+            keys: vec![],
+        };
+        assert!(off.validate(false).is_ok());
+        let bad = AuthConfig {
+            required: None,
+            keys: vec![KeyConfig {
+                name: "x".into(),
+                namespace: "ns".into(),
+                role: Role::Read,
+                sha256: "ABC".into(),
+            }],
+        };
+        assert!(bad.validate(true).is_err());
+    }
+}
