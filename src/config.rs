@@ -49,6 +49,9 @@ pub struct Limits {
     pub max_concurrent_streams: u32,
     /// Requests in flight per connection; more wait in the connection.
     pub concurrency_per_connection: usize,
+    /// Requests in flight across all connections; one more is refused at
+    /// once with RESOURCE_EXHAUSTED.
+    pub max_concurrent_requests: usize,
     /// Server-side time limit for one request, in seconds.
     pub request_timeout_secs: u64,
     /// At shutdown, how long in-flight requests may take to finish.
@@ -70,6 +73,7 @@ impl Default for Limits {
             sync_queue: 4096,
             max_concurrent_streams: 256,
             concurrency_per_connection: 256,
+            max_concurrent_requests: 1024,
             request_timeout_secs: 30,
             shutdown_grace_secs: 10,
             watch_buffer: 256,
@@ -252,10 +256,11 @@ impl Config {
         }
         if l.max_concurrent_streams == 0
             || l.concurrency_per_connection == 0
+            || l.max_concurrent_requests == 0
             || l.request_timeout_secs == 0
         {
             return Err(Error::invalid(
-                "limits.max_concurrent_streams, limits.concurrency_per_connection and limits.request_timeout_secs must be positive",
+                "limits.max_concurrent_streams, limits.concurrency_per_connection, limits.max_concurrent_requests and limits.request_timeout_secs must be positive",
             ));
         }
         self.auth.validate(self.listen.ip().is_loopback())?;

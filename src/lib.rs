@@ -29,6 +29,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod guard;
 pub mod memory;
 pub mod metrics;
 pub mod pb;

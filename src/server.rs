@@ -16,6 +16,7 @@ use crate::api::MemoryApi;
 use crate::auth::Keys;
 use crate::config::{Config, StoreKind, TlsConfig};
 use crate::error::{Error, Result};
+use crate::guard::GuardLayer;
 use crate::memory::Memory;
 use crate::metrics::{self, Metrics, RecordLayer};
 use crate::pb;
@@ -123,8 +124,16 @@ impl Daemon {
         // the daemon (and its data directory) forever.
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
         let hub = self.memory.watch_hub().clone();
+        let reporter = health.clone();
         let signal = async move {
             shutdown.await;
+            // Load balancers watching health stop sending work first.
+            reporter
+                .set_not_serving::<MemoryServiceServer<MemoryApi>>()
+                .await;
+            reporter
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
             // Watch streams never end on their own; end them first so the
             // drain below is not held up by them.
             hub.close();
@@ -169,11 +178,14 @@ impl Daemon {
             .layer(tower::util::MapResponseLayer::new(
                 oversize_is_resource_exhausted as fn(_) -> _,
             ))
-            // Outermost: it sees the final status code.
+            // Sees the final status code, shed and panicked requests too.
             .layer(RecordLayer(metrics))
+            .layer(GuardLayer::new(
+                limits.max_concurrent_requests,
+                Duration::from_secs(limits.request_timeout_secs),
+            ))
             .concurrency_limit_per_connection(limits.concurrency_per_connection)
             .max_concurrent_streams(limits.max_concurrent_streams)
-            .timeout(Duration::from_secs(limits.request_timeout_secs))
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(10)))
             .add_service(health_service)
