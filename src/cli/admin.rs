@@ -1,9 +1,17 @@
-//! Operator commands: `key create` (and, working on a stopped daemon's
-//! data directory, the maintenance commands).
+//! Operator commands: `key create`, and the maintenance commands that
+//! work on a stopped daemon's data directory: `export`, `import`,
+//! `verify` (with a running count on stderr when it is a terminal).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
 
 use clap::Subcommand;
 
 use crate::auth::{self, Role};
+use crate::config::{Config, Overrides, StoreKind};
+use crate::search::SearchIndex;
+use crate::store::dump::{self, Scope};
+use crate::store::SledStore;
 
 /// `mnemo key …`
 #[derive(Debug, Subcommand)]
@@ -54,4 +62,191 @@ pub fn key(cmd: KeyCommand) -> Result<(), String> {
 
 fn toml_string(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
+}
+
+/// `mnemo export`
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// Only this namespace (default: every namespace).
+    #[arg(long, short)]
+    namespace: Option<String>,
+    /// Only this session of the namespace (its facts are left out: they
+    /// belong to the subject).
+    #[arg(long, short, requires = "namespace")]
+    session: Option<String>,
+    /// Write here instead of stdout.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    store: Overrides,
+}
+
+/// `mnemo import`
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The export file (JSON lines); `-` reads stdin.
+    input: PathBuf,
+    #[command(flatten)]
+    store: Overrides,
+}
+
+/// `mnemo verify`
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// List at most this many problems.
+    #[arg(long, default_value_t = 100)]
+    max_problems: usize,
+    #[command(flatten)]
+    store: Overrides,
+}
+
+/// Opens the sled data directory the overrides name (the daemon must be
+/// stopped: the directory is locked while it runs).
+fn open_store(overrides: &Overrides) -> Result<(SledStore, PathBuf), String> {
+    let config = Config::resolve(overrides).map_err(|e| e.to_string())?;
+    if config.store != StoreKind::Sled {
+        return Err("this command works on the sled store's data directory".into());
+    }
+    let store = SledStore::open(&config.data_dir).map_err(|e| e.to_string())?;
+    Ok((store, config.data_dir))
+}
+
+/// Calls back with a running count on stderr when it is a terminal.
+fn progress(what: &'static str) -> impl FnMut(u64) {
+    let tty = std::io::stderr().is_terminal();
+    move |n| {
+        if tty {
+            eprint!("\r{what}: {n} records");
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
+fn end_progress() {
+    if std::io::stderr().is_terminal() {
+        eprintln!();
+    }
+}
+
+/// Runs `mnemo export`.
+pub fn export(args: ExportArgs) -> Result<(), String> {
+    let (store, _) = open_store(&args.store)?;
+    let scope = Scope {
+        namespace: args.namespace,
+        session: args.session,
+    };
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let n = dump::export(store.engine(), &scope, &mut out, &mut progress("exported"))
+        .map_err(|e| e.to_string())?;
+    drop(out);
+    if let Some(p) = &args.output {
+        let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
+        f.sync_all()
+            .map_err(|e| format!("cannot sync {}: {e}", p.display()))?;
+    }
+    end_progress();
+    eprintln!("exported {n} records");
+    Ok(())
+}
+
+/// Runs `mnemo import`; the search index is rebuilt at the next start.
+pub fn import(args: ImportArgs) -> Result<(), String> {
+    let (store, dir) = open_store(&args.store)?;
+    let mut input: Box<dyn BufRead> = if args.input.as_os_str() == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin().lock()))
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(&args.input)
+                .map_err(|e| format!("cannot open {}: {e}", args.input.display()))?,
+        ))
+    };
+    let n = dump::import(store.engine(), &mut input, &mut progress("imported"))
+        .map_err(|e| e.to_string())?;
+    drop(store);
+    // The index does not know the imported records: rebuild it at start.
+    let index = dir.join(crate::server::SEARCH_INDEX_DIR);
+    if index.exists() {
+        std::fs::remove_dir_all(&index).map_err(|e| {
+            format!(
+                "imported, but cannot remove the search index {}: {e}; run `mnemo reindex`",
+                index.display()
+            )
+        })?;
+    }
+    end_progress();
+    eprintln!("imported {n} records; the search index is rebuilt at the next start");
+    Ok(())
+}
+
+/// Runs `mnemo verify`: exit status 1 when anything is wrong.
+pub fn verify(args: VerifyArgs) -> Result<(), String> {
+    let (store, dir) = open_store(&args.store)?;
+    let mut report = dump::verify(store.engine(), args.max_problems, &mut progress("verified"))
+        .map_err(|e| e.to_string())?;
+    end_progress();
+    // The index against the store.
+    let index_dir = dir.join(crate::server::SEARCH_INDEX_DIR);
+    let index_docs = if index_dir.exists() {
+        match SearchIndex::open(Some(&index_dir)) {
+            Ok((_, true)) => {
+                report.problems.push(format!(
+                    "the search index in {} is damaged or incomplete (the daemon rebuilds it at start; or run `mnemo reindex`)",
+                    index_dir.display()
+                ));
+                None
+            }
+            Ok((index, false)) => Some(index.num_docs()),
+            Err(e) => {
+                report
+                    .problems
+                    .push(format!("the search index cannot be opened: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(docs) = index_docs {
+        if report.pending_index_changes == 0 && docs != report.expected_index_docs {
+            report.problems.push(format!(
+                "the search index holds {docs} documents but the store has {} searchable records (run `mnemo reindex`)",
+                report.expected_index_docs
+            ));
+        }
+    }
+    if args.json {
+        let v = serde_json::json!({
+            "ok": report.problems.is_empty(),
+            "records": report.records,
+            "sessions": report.sessions,
+            "pending_index_changes": report.pending_index_changes,
+            "index_documents": index_docs,
+            "problems": report.problems,
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "checked {} records in {} sessions; {} search changes pending",
+            report.records, report.sessions, report.pending_index_changes
+        );
+        for p in &report.problems {
+            println!("problem: {p}");
+        }
+    }
+    if report.problems.is_empty() {
+        if !args.json {
+            println!("ok");
+        }
+        Ok(())
+    } else {
+        Err(format!("{} problem(s) found", report.problems.len()))
+    }
 }

@@ -137,6 +137,13 @@ enum Command {
     /// Rebuild the search index of a data directory from its store (with
     /// the daemon stopped; the daemon also rebuilds a missing index).
     Reindex(Overrides),
+    /// Write a namespace or session as JSON lines (daemon stopped).
+    Export(admin::ExportArgs),
+    /// Restore an export into a data directory (daemon stopped).
+    Import(admin::ImportArgs),
+    /// Check every record's checksum and the cross-references (daemon
+    /// stopped); exit status 1 when anything is wrong.
+    Verify(admin::VerifyArgs),
     /// Manage API keys.
     #[command(subcommand)]
     Key(admin::KeyCommand),
@@ -280,6 +287,9 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Episodes(args) => knowledge::episodes(args).await,
         Command::Action(args) => knowledge::action(args).await,
         Command::Key(cmd) => admin::key(cmd),
+        Command::Export(args) => blocking(move || admin::export(args)).await,
+        Command::Import(args) => blocking(move || admin::import(args)).await,
+        Command::Verify(args) => blocking(move || admin::verify(args)).await,
         Command::Reindex(overrides) => {
             tokio::task::spawn_blocking(move || knowledge::reindex(&overrides))
                 .await
@@ -697,6 +707,13 @@ pub(crate) async fn connect(args: &ClientArgs) -> Result<MemoryClient, String> {
         ..ClientOptions::default()
     })
     .await
+}
+
+/// Runs store work off the async runtime.
+async fn blocking(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Result<(), String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| e.to_string())?
 }
 
 pub(crate) fn status_line(s: tonic::Status) -> String {

@@ -10,6 +10,7 @@
 
 pub mod codec;
 pub mod commit;
+pub mod dump;
 pub mod engine;
 pub mod keys;
 mod kv;
