@@ -90,6 +90,23 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// Longest status message sent. Messages quote what the client sent (an
+/// id, a key); a huge one would not fit in the response's headers and the
+/// client would see its call cancelled instead of the error.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+fn clipped(mut msg: String) -> String {
+    if msg.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES;
+        while !msg.is_char_boundary(end) {
+            end -= 1;
+        }
+        msg.truncate(end);
+        msg.push_str("… (message shortened)");
+    }
+    msg
+}
+
 /// Trailer of a lagged watcher's status: the seq to resume from.
 pub const RESUME_FROM_SEQ: &str = "mnemo-resume-from-seq";
 
@@ -110,7 +127,7 @@ impl From<Error> for tonic::Status {
             Error::Storage(_) => Code::Unavailable,
             Error::Internal(_) => Code::Internal,
         };
-        let mut status = tonic::Status::new(code, e.to_string());
+        let mut status = tonic::Status::new(code, clipped(e.to_string()));
         if let Error::Lagged { resume_from_seq } = e {
             status
                 .metadata_mut()

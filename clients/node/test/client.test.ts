@@ -476,7 +476,7 @@ test('any RPC can be called by name with the same conversions', async () => {
 });
 
 test('an API key and an http:// address are accepted', async () => {
-  // The daemon does not check keys yet; the header must not break anything.
+  // A loopback daemon with no keys configured checks none; the header must not break anything.
   const keyed = new MnemoClient(`http://${daemon.address}`, { apiKey: 'secret-key' });
   try {
     const ns = freshNamespace();

@@ -38,13 +38,13 @@ export class Daemon {
     private readonly exited: Promise<number | null>,
   ) {}
 
-  /** Starts the daemon and resolves once it announces its address. */
-  static async start(): Promise<Daemon> {
+  /** Starts the daemon, with extra `mnemo serve` arguments such as `['--config', file]`, and resolves once it announces its address. */
+  static async start(args: string[] = []): Promise<Daemon> {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mnemo-node-test-'));
     const env: NodeJS.ProcessEnv = { ...process.env, MNEMO_LOG: 'info' }; // the address is announced at info level
     delete env.MNEMO_CONFIG;
     delete env.MNEMO_STORE;
-    const child = spawn(mnemoBinary(), ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir], {
+    const child = spawn(mnemoBinary(), ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, ...args], {
       stdio: ['ignore', 'ignore', 'pipe'],
       env,
     });

@@ -74,9 +74,15 @@ class MnemoClient:
     """A connection to a mnemo daemon.
 
     `address` is ``host:port`` (an ``http://`` or ``https://`` prefix is
-    accepted; ``https://`` implies TLS). With `tls`, `root_certificates`
-    (PEM bytes or a path to a PEM file) replaces the system's trust store.
-    `api_key` is sent as ``authorization: Bearer <key>`` on every call.
+    accepted; ``https://`` implies TLS). `tls` trusts the system's
+    certificate store, which `root_certificates` (PEM bytes or a path to a
+    PEM file) replaces; `client_cert` and `client_key` (the same forms,
+    given together) are the certificate chain and private key of mutual
+    TLS. Any of these three implies `tls`. `api_key` is sent as
+    ``authorization: Bearer <key>`` on every call: a daemon with keys
+    configured answers a call without a key it knows with `Unauthenticated`,
+    and one outside the key's namespace or above its role with
+    `PermissionDenied`.
     `timeout` is the deadline of one attempt in seconds (each method also
     takes a `timeout` override); `retries` is how many times an idempotent
     call is repeated after UNAVAILABLE or DEADLINE_EXCEEDED.
@@ -95,6 +101,8 @@ class MnemoClient:
         timeout: float = 10.0,
         retries: int = 3,
         *,
+        client_cert: bytes | str | os.PathLike[str] | None = None,
+        client_key: bytes | str | os.PathLike[str] | None = None,
         options: Iterable[tuple[str, Any]] = (),
     ) -> None:
         if address.startswith("https://"):
@@ -105,17 +113,20 @@ class MnemoClient:
             raise ValueError("timeout must be positive")
         if retries < 0:
             raise ValueError("retries must be >= 0")
+        if (client_cert is None) != (client_key is None):
+            raise ValueError("client_cert and client_key go together")
         self.address = address
         self.timeout = timeout
         self.retries = retries
         self._metadata: tuple[tuple[str, str], ...] = (
             (("authorization", f"Bearer {api_key}"),) if api_key else ()
         )
-        if tls:
-            if isinstance(root_certificates, (str, os.PathLike)):
-                with open(root_certificates, "rb") as pem:
-                    root_certificates = pem.read()
-            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+        if tls or root_certificates is not None or client_cert is not None:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_pem(root_certificates),
+                private_key=_pem(client_key),
+                certificate_chain=_pem(client_cert),
+            )
             self._channel = grpc.secure_channel(address, credentials, options=list(options))
         else:
             self._channel = grpc.insecure_channel(address, options=list(options))
@@ -751,6 +762,14 @@ _WATCH_EVENTS: dict[str, Callable[[Any], WatchEvent]] = {
     "handoff": lambda m: from_message(HandoffEvent, m),
     "state_changed": lambda m: from_message(StateChanged, m),
 }
+
+
+def _pem(value: bytes | str | os.PathLike[str] | None) -> bytes | None:
+    """PEM bytes as given, or read from the file a path names."""
+    if value is None or isinstance(value, bytes):
+        return value
+    with open(value, "rb") as pem:
+        return pem.read()
 
 
 def _strings(values: Iterable[str]) -> list[str]:

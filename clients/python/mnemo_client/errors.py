@@ -62,7 +62,8 @@ class AlreadyExists(MnemoError):
 
 
 class PermissionDenied(MnemoError):
-    """The caller may not do this."""
+    """The API key is valid but not for this namespace, or its role (read < write < admin)
+    is below what the call needs."""
 
     status_code = grpc.StatusCode.PERMISSION_DENIED
 
@@ -123,7 +124,7 @@ class DataLoss(MnemoError):
 
 
 class Unauthenticated(MnemoError):
-    """Missing or invalid API key."""
+    """No API key, or one the daemon does not know (mistyped, revoked, or for another daemon)."""
 
     status_code = grpc.StatusCode.UNAUTHENTICATED
 

@@ -25,6 +25,7 @@ STARTUP_SECONDS = 30.0
 SHUTDOWN_SECONDS = 20.0
 KEPT_LOG_LINES = 200  # the tail shown when the daemon misbehaves
 _LISTENING = re.compile(r"mnemo listening on (\S+:\d+)")
+_API_KEY = re.compile(r"\bmnemo_[0-9a-f]{64}\b")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -129,6 +130,27 @@ def start_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     for d in started:
         code = d.stop()
         assert code == 0, "mnemo did not exit cleanly on SIGTERM:\n" + "\n".join(list(d.stderr_lines)[-20:])
+
+
+@pytest.fixture(scope="session")
+def make_key() -> Callable[[str, str], tuple[str, str]]:
+    """Makes an API key with `mnemo key create --namespace NS --role ROLE`: returns the
+    key and the ``[[auth.keys]]`` lines that make a daemon's config file accept it."""
+    binary = _binary()
+
+    def make(namespace: str, role: str) -> tuple[str, str]:
+        args = ["key", "create", "--namespace", namespace, "--role", role, "--name", f"{role}@{namespace}"]
+        out = subprocess.run(
+            [str(binary), *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        key = _API_KEY.search(out)
+        assert key is not None and "[[auth.keys]]" in out, f"unexpected `mnemo key create` output:\n{out}"
+        return key.group(0), out[out.index("[[auth.keys]]") :]
+
+    return make
 
 
 @pytest.fixture

@@ -302,7 +302,7 @@ def test_errors_map_to_exception_classes(client: MnemoClient, namespace: str) ->
 
 
 def test_api_key_and_http_prefix_are_accepted(daemon: Any, namespace: str) -> None:
-    # The server does not check keys yet; the header must not break anything.
+    # A loopback daemon with no keys configured checks none; the header must not break anything.
     with MnemoClient(f"http://{daemon.address}", api_key="secret-key") as keyed:
         assert keyed.create_session(namespace, "k").session_id == "k"
 
