@@ -313,7 +313,6 @@ fn every_request_type_answers_strange_input_cleanly_and_damages_nothing() {
                     session_id: sid.clone(),
                     page_size: size,
                     page_token: token.clone(),
-                    ..Default::default()
                 })
                 .await,
             )?;
@@ -323,7 +322,6 @@ fn every_request_type_answers_strange_input_cleanly_and_damages_nothing() {
                     session_id: sid,
                     page_size: size,
                     page_token: token,
-                    ..Default::default()
                 })
                 .await,
             )?;
@@ -527,7 +525,6 @@ fn every_request_type_answers_strange_input_cleanly_and_damages_nothing() {
                     c.delete_session(pb::DeleteSessionRequest {
                         namespace: ns,
                         session_id: sid,
-                        ..Default::default()
                     })
                     .await,
                 )?;
@@ -542,8 +539,11 @@ fn every_request_type_answers_strange_input_cleanly_and_damages_nothing() {
     rt.block_on(server.stop());
 }
 
-fn domain_turn(
-) -> impl Strategy<Value = (Role, String, String, Option<(String, String, String, bool)>)> {
+/// A turn's role, speaker, content and tool call (name, arguments,
+/// result, success).
+type TurnParts = (Role, String, String, Option<(String, String, String, bool)>);
+
+fn domain_turn() -> impl Strategy<Value = TurnParts> {
     (
         prop_oneof![
             Just(Role::User),
