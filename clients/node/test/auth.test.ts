@@ -22,11 +22,10 @@ const TURNS: NewTurn[] = [
 const UNKNOWN_KEY = `mnemo_${'0'.repeat(64)}`;
 
 let dir: string;
-let pki: Certificates;
+let made: Certificates | undefined; // by the first test that needs them
 
 before(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mnemo-node-auth-'));
-  pki = makeCertificates(dir);
 });
 
 after(() => {
@@ -45,6 +44,11 @@ interface Certificates {
   serverKey: string;
   clientCert: string;
   clientKey: string;
+}
+
+function certificates(): Certificates {
+  made ??= makeCertificates(fs.mkdtempSync(path.join(dir, 'pki-')));
+  return made;
 }
 
 function makeCertificates(into: string): Certificates {
@@ -97,8 +101,9 @@ function makeKey(namespace: string, role: 'read' | 'write' | 'admin'): { key: st
 
 /** The config's [tls] section; with `mutual`, clients need a certificate the CA signed. */
 function tlsSection(mutual = false): string {
-  const files: Record<string, string> = { cert: pki.serverCert, key: pki.serverKey };
-  if (mutual) files.client_ca = pki.ca;
+  const { serverCert, serverKey, ca } = certificates();
+  const files: Record<string, string> = { cert: serverCert, key: serverKey };
+  if (mutual) files.client_ca = ca;
   // A JSON string is a TOML basic string.
   return `[tls]\n${Object.entries(files).map(([name, p]) => `${name} = ${JSON.stringify(p)}\n`).join('')}`;
 }
@@ -179,6 +184,7 @@ test('API keys are checked by namespace and role', async () => {
 });
 
 test('TLS with a private CA', async () => {
+  const pki = certificates();
   const daemon = await startDaemon(tlsSection());
   const address = localhost(daemon);
 
@@ -198,6 +204,7 @@ test('TLS with a private CA', async () => {
 });
 
 test('mutual TLS with an API key', async () => {
+  const pki = certificates();
   const { key, config } = makeKey('*', 'write');
   const daemon = await startDaemon(tlsSection(true), config);
   const address = localhost(daemon);
