@@ -31,6 +31,11 @@ pub enum LogFormat {
     Json,
 }
 
+/// The most a turn's metadata, speaker and framing add to its text in a
+/// response (64 entries of a 128-byte key and a 4,096-byte value, two
+/// 256-byte names, and 1 KiB of fields and framing).
+pub const MAX_TURN_OVERHEAD_BYTES: usize = 64 * (128 + 4096 + 8) + 2 * 256 + 1024;
+
 /// Limits that keep every request and queue bounded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -234,10 +239,14 @@ impl Config {
                 "limits.max_message_bytes must be at least 65536",
             ));
         }
-        if l.max_turn_bytes == 0 || l.max_turn_bytes > l.max_message_bytes {
-            return Err(Error::invalid(
-                "limits.max_turn_bytes must be between 1 and limits.max_message_bytes",
-            ));
+        // A stored turn must fit in a response: its text plus the most
+        // its metadata and names can add.
+        let room = l.max_message_bytes.saturating_sub(MAX_TURN_OVERHEAD_BYTES);
+        if l.max_turn_bytes == 0 || l.max_turn_bytes > room {
+            return Err(Error::invalid(format!(
+                "limits.max_turn_bytes must be between 1 and limits.max_message_bytes - {MAX_TURN_OVERHEAD_BYTES} ({room}), \
+                 so that every stored turn can be read back in one message"
+            )));
         }
         if l.max_turns_per_append == 0
             || l.max_page_size == 0

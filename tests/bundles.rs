@@ -521,6 +521,7 @@ async fn a_huge_budget_still_fits_one_response_message() {
     let tmp = tempfile::tempdir().unwrap();
     let mut config = config_for(&tmp.path().join("data"));
     config.limits.max_message_bytes = 1 << 20;
+    config.limits.max_turn_bytes = 512 << 10;
     let server = TestServer::start_with(config).await;
     let mut c = server.client().await;
     create_session(&mut c, "ns", "big").await;

@@ -382,6 +382,7 @@ async fn a_page_of_large_sessions_is_cut_to_fit_one_message() {
     let tmp = tempfile::tempdir().unwrap();
     let mut config = config_for(&tmp.path().join("data"));
     config.limits.max_message_bytes = 1 << 20;
+    config.limits.max_turn_bytes = 512 << 10;
     let server = TestServer::start_with(config).await;
     let mut c = server.client().await;
     // 20 sessions with ~240 KB of metadata each: ~4.8 MB in all.
