@@ -285,3 +285,141 @@ fn facts_search_episodes_and_reindex_from_the_shell() {
     assert!(found.contains("v1 #1"), "{found}");
     assert!(daemon.terminate().success());
 }
+
+fn json_of(text: &str) -> serde_json::Value {
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines().map(json_of).collect()
+}
+
+/// With auth on, the CLI sends `MNEMO_API_KEY`; without it every command
+/// fails with one line naming the status. Every client command speaks
+/// `--json` for scripts.
+#[test]
+fn the_cli_uses_the_api_key_and_speaks_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key_out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([
+            "key",
+            "create",
+            "--namespace",
+            "ops",
+            "--role",
+            "admin",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(key_out.status.success());
+    let created = json_of(&String::from_utf8(key_out.stdout).unwrap());
+    let key = created["key"].as_str().unwrap().to_owned();
+    let entry = &created["config"];
+    let config = tmp.path().join("mnemo.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[auth.keys]]\nname = {}\nnamespace = {}\nrole = {}\nsha256 = {}\n",
+            entry["name"], entry["namespace"], entry["role"], entry["sha256"]
+        ),
+    )
+    .unwrap();
+    let daemon = Binary::start_with(
+        &tmp.path().join("data"),
+        &[],
+        &["--config", config.to_str().unwrap()],
+    );
+    let addr = daemon.url();
+
+    // No key: one line, the status and its message, exit non-zero.
+    let out = mnemo(&addr, &["session", "list", "-n", "ops"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("Unauthenticated"), "{err}");
+
+    let run = |args: &[&str]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args(args)
+            .env("MNEMO_ADDR", &addr)
+            .env("MNEMO_API_KEY", &key)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mnemo {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let s = json_of(&run(&[
+        "session", "create", "-n", "ops", "--id", "j1", "--owner", "agent-a", "--json",
+    ]));
+    assert_eq!(
+        (s["session_id"].as_str(), s["state"].as_str()),
+        (Some("j1"), Some("active"))
+    );
+    let t = ["-n", "ops", "-s", "j1"];
+    let a = json_of(&run(&[
+        &["append"],
+        &t[..],
+        &["--json", "I will restart the database at 5pm."],
+    ]
+    .concat()));
+    assert_eq!(a["first_seq"], 1);
+    let turns = json_lines(&run(&[&["turns"], &t[..], &["--json"]].concat()));
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0]["role"], "user");
+    assert_eq!(
+        json_of(&run(&[&["session", "show"], &t[..], &["--json"]].concat()))["turn_count"],
+        1
+    );
+    assert_eq!(
+        json_lines(&run(&["session", "list", "-n", "ops", "--json"])).len(),
+        1
+    );
+    let summary = json_of(&run(&[&["summarize"], &t[..], &["--json"]].concat()));
+    assert!(summary.is_object(), "{summary}");
+    let fact = json_of(&run(&[
+        "fact",
+        "put",
+        "-n",
+        "ops",
+        "--subject",
+        "db",
+        "--key",
+        "window",
+        "Maintenance is at 5pm.",
+        "--json",
+    ]));
+    assert_eq!(fact["outcome"], "created");
+    let id = fact["fact"]["fact_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        json_of(&run(&["fact", "delete", "-n", "ops", &id, "--json"]))["fact_id"],
+        id.as_str()
+    );
+    let h = json_of(&run(&[
+        &["handoff"],
+        &t[..],
+        &[
+            "--from",
+            "agent-a",
+            "--to",
+            "agent-b",
+            "--lease-epoch",
+            "1",
+            "--json",
+        ],
+    ]
+    .concat()));
+    assert_eq!(h["lease_epoch"], 2);
+    assert!(h["bundle"]["rendered_text"].is_string() || h["bundle"].is_object());
+    let closed = json_of(&run(&[&["session", "close"], &t[..], &["--json"]].concat()));
+    assert_eq!(closed["state"], "closed");
+    assert_eq!(
+        json_of(&run(&[&["session", "delete"], &t[..], &["--json"]].concat()))["deleted_turns"],
+        2
+    );
+    daemon.terminate();
+}

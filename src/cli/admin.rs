@@ -28,6 +28,9 @@ pub enum KeyCommand {
         /// A label for logs.
         #[arg(long, default_value = "agent")]
         name: String,
+        /// Print the key and its config entry as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -38,6 +41,7 @@ pub fn key(cmd: KeyCommand) -> Result<(), String> {
             namespace,
             role,
             name,
+            json,
         } => {
             if namespace.is_empty() {
                 return Err("--namespace must name a namespace or be \"*\"".into());
@@ -48,6 +52,14 @@ pub fn key(cmd: KeyCommand) -> Result<(), String> {
                 Role::Write => "write",
                 Role::Admin => "admin",
             };
+            if json {
+                let v = serde_json::json!({
+                    "key": key,
+                    "config": {"name": name, "namespace": namespace, "role": role, "sha256": sha256},
+                });
+                println!("{v}");
+                return Ok(());
+            }
             println!("API key (shown once; the daemon keeps only its hash):\n\n  {key}\n");
             println!("Add to the daemon's config file and restart it:\n");
             println!("[[auth.keys]]");

@@ -46,9 +46,6 @@ pub enum FactCommand {
         /// Superseded versions too.
         #[arg(long)]
         history: bool,
-        /// Print JSON lines instead of a table.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -93,9 +90,6 @@ pub struct SearchArgs {
     /// Most hits (at most 100).
     #[arg(long, default_value_t = 10)]
     limit: u32,
-    /// Print JSON lines instead of a table.
-    #[arg(long)]
-    json: bool,
     /// Words to look for.
     query: String,
     #[command(flatten)]
@@ -153,14 +147,21 @@ pub async fn action(a: ActionArgs) -> Result<(), String> {
         .map_err(status_line)?
         .into_inner();
     let action = r.action.unwrap_or_default();
-    println!(
-        "{}: {}",
-        status
-            .as_str_name()
-            .trim_start_matches("ACTION_STATUS_")
-            .to_lowercase(),
-        action.action
-    );
+    let status = status
+        .as_str_name()
+        .trim_start_matches("ACTION_STATUS_")
+        .to_lowercase();
+    if a.client.json {
+        let v = serde_json::json!({
+            "status": status,
+            "action": action.action,
+            "owner": action.owner,
+            "evidence_seqs": action.evidence_seqs,
+        });
+        println!("{v}");
+    } else {
+        println!("{status}: {}", action.action);
+    }
     Ok(())
 }
 
@@ -173,9 +174,6 @@ pub struct EpisodesArgs {
     /// The subject.
     #[arg(long)]
     subject: String,
-    /// Print JSON lines.
-    #[arg(long)]
-    json: bool,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -246,6 +244,15 @@ pub async fn fact(cmd: FactCommand) -> Result<(), String> {
                 .trim_start_matches("PUT_FACT_OUTCOME_")
                 .to_lowercase();
             let fact = r.fact.unwrap_or_default();
+            if client.json {
+                let v = serde_json::json!({
+                    "outcome": outcome,
+                    "fact": fact_json(&fact),
+                    "superseded": r.superseded.as_ref().map(fact_json),
+                });
+                println!("{v}");
+                return Ok(());
+            }
             match r.superseded {
                 Some(old) => println!("{} ({outcome} {})", fact.fact_id, old.fact_id),
                 None => println!("{} ({outcome})", fact.fact_id),
@@ -256,9 +263,9 @@ pub async fn fact(cmd: FactCommand) -> Result<(), String> {
             subject,
             tag,
             history,
-            json,
             client,
         } => {
+            let json = client.json;
             let mut c = connect(&client).await?;
             let mut token = String::new();
             loop {
@@ -294,10 +301,15 @@ pub async fn fact(cmd: FactCommand) -> Result<(), String> {
             client,
         } => {
             let mut c = connect(&client).await?;
-            c.delete_fact(pb::DeleteFactRequest { namespace, fact_id })
+            let r = c
+                .delete_fact(pb::DeleteFactRequest { namespace, fact_id })
                 .await
-                .map_err(status_line)?;
-            println!("deleted");
+                .map_err(status_line)?
+                .into_inner();
+            match r.fact {
+                Some(f) if client.json => println!("{}", fact_json(&f)),
+                _ => println!("deleted"),
+            }
         }
     }
     Ok(())
@@ -333,7 +345,7 @@ pub async fn search(a: SearchArgs) -> Result<(), String> {
             Ok(pb::SearchKind::Fact) => h.fact_id.clone(),
             _ => h.episode_id.clone(),
         };
-        if a.json {
+        if a.client.json {
             let v = serde_json::json!({
                 "kind": kind_name(h.kind),
                 "score": h.score,
@@ -377,7 +389,7 @@ pub async fn episodes(a: EpisodesArgs) -> Result<(), String> {
             .into_inner();
         for e in &page.episodes {
             let ended = e.end_time.map_or(0, |t| t.seconds);
-            if a.json {
+            if a.client.json {
                 let v = serde_json::json!({
                     "episode_id": e.episode_id,
                     "session_id": e.session_id,

@@ -3,6 +3,7 @@
 //! Errors print one line (gRPC status and message) and exit non-zero.
 
 mod admin;
+mod json;
 mod knowledge;
 
 use std::io::IsTerminal;
@@ -68,9 +69,6 @@ enum Command {
         /// The agent that will read it.
         #[arg(long, default_value = "")]
         agent: String,
-        /// Print the whole bundle as JSON instead of its text.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -119,9 +117,6 @@ enum Command {
         /// Summary version (default: the latest).
         #[arg(long, default_value_t = 0)]
         version: u64,
-        /// Print JSON instead of Markdown.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -245,6 +240,10 @@ pub(crate) struct ClientArgs {
     /// Client certificate's key (PEM).
     #[arg(long, env = "MNEMO_CLIENT_KEY", requires = "client_cert")]
     client_key: Option<std::path::PathBuf>,
+    /// Print JSON (one object, or one per line for lists and streams)
+    /// instead of text for people.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -329,6 +328,17 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .await
                 .map_err(status_line)?
                 .into_inner();
+            if client.json {
+                let v = serde_json::json!({
+                    "first_seq": r.first_seq,
+                    "last_seq": r.last_seq,
+                    "token_counts": r.token_counts,
+                    "total_tokens": r.total_tokens,
+                    "replayed": r.replayed,
+                });
+                println!("{v}");
+                return Ok(());
+            }
             println!(
                 "seq {} ({} tokens; session total {}){}",
                 r.first_seq,
@@ -343,7 +353,6 @@ async fn run(cli: Cli) -> Result<(), String> {
             budget,
             query,
             agent,
-            json,
             client,
         } => {
             let mut c = connect(&client).await?;
@@ -361,8 +370,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .into_inner()
                 .bundle
                 .unwrap_or_default();
-            if json {
-                println!("{}", bundle_json(&b));
+            if client.json {
+                println!("{:#}", json::bundle(&b));
             } else {
                 println!("{}", b.rendered_text);
                 eprintln!(
@@ -394,6 +403,16 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .await
                 .map_err(status_line)?
                 .into_inner();
+            if client.json {
+                let v = serde_json::json!({
+                    "to_agent": to,
+                    "lease_epoch": h.lease_epoch,
+                    "event_seq": h.event_seq,
+                    "bundle": h.bundle.as_ref().map(json::bundle),
+                });
+                println!("{v}");
+                return Ok(());
+            }
             println!("{}", h.bundle.unwrap_or_default().rendered_text);
             eprintln!(
                 "handed off to {to}: lease epoch {} (event turn {})",
@@ -417,7 +436,11 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .map_err(status_line)?
                 .into_inner();
             while let Some(ev) = stream.message().await.map_err(status_line)? {
-                print_event(ev);
+                if client.json {
+                    println!("{}", json::event(&ev));
+                } else {
+                    print_event(ev);
+                }
             }
             Ok(())
         }
@@ -433,16 +456,15 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .map_err(status_line)?
                 .into_inner();
             let version = s.summary.map_or(0, |s| s.version);
-            print_summary(&mut c, target, version, false).await
+            print_summary(&mut c, target, version, client.json).await
         }
         Command::Summary {
             target,
             version,
-            json,
             client,
         } => {
             let mut c = connect(&client).await?;
-            print_summary(&mut c, target, version, json).await
+            print_summary(&mut c, target, version, client.json).await
         }
         Command::Turns {
             target,
@@ -465,7 +487,13 @@ async fn run(cli: Cli) -> Result<(), String> {
                     .await
                     .map_err(status_line)?
                     .into_inner();
-                page.turns.iter().for_each(print_turn);
+                for t in &page.turns {
+                    if client.json {
+                        println!("{}", json::turn(t));
+                    } else {
+                        print_turn(t);
+                    }
+                }
                 if page.next_page_token.is_empty() {
                     return Ok(());
                 }
@@ -522,7 +550,11 @@ async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {
                 })
                 .await?
                 .into_inner();
-            println!("{}", s.session.map(|s| s.session_id).unwrap_or_default());
+            match s.session {
+                Some(s) if client.json => println!("{}", json::session(&s)),
+                Some(s) => println!("{}", s.session_id),
+                None => {}
+            }
         }
         SessionCommand::Show { target, client } => {
             let mut c = connect(&client).await.map_err(tonic::Status::unavailable)?;
@@ -533,8 +565,10 @@ async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {
                 })
                 .await?
                 .into_inner();
-            if let Some(s) = s.session {
-                print_session(&s);
+            match s.session {
+                Some(s) if client.json => println!("{}", json::session(&s)),
+                Some(s) => print_session(&s),
+                None => {}
             }
         }
         SessionCommand::List {
@@ -555,7 +589,13 @@ async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {
                     })
                     .await?
                     .into_inner();
-                page.sessions.iter().for_each(print_session);
+                for s in &page.sessions {
+                    if client.json {
+                        println!("{}", json::session(s));
+                    } else {
+                        print_session(s);
+                    }
+                }
                 if page.next_page_token.is_empty() {
                     break;
                 }
@@ -564,12 +604,17 @@ async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {
         }
         SessionCommand::Close { target, client } => {
             let mut c = connect(&client).await.map_err(tonic::Status::unavailable)?;
-            c.close_session(pb::CloseSessionRequest {
-                namespace: target.namespace,
-                session_id: target.session,
-            })
-            .await?;
-            println!("closed");
+            let r = c
+                .close_session(pb::CloseSessionRequest {
+                    namespace: target.namespace,
+                    session_id: target.session,
+                })
+                .await?
+                .into_inner();
+            match r.session {
+                Some(s) if client.json => println!("{}", json::session(&s)),
+                _ => println!("closed"),
+            }
         }
         SessionCommand::Delete { target, client } => {
             let mut c = connect(&client).await.map_err(tonic::Status::unavailable)?;
@@ -580,7 +625,11 @@ async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {
                 })
                 .await?
                 .into_inner();
-            println!("deleted ({} turns)", r.deleted_turns);
+            if client.json {
+                println!("{}", serde_json::json!({"deleted_turns": r.deleted_turns}));
+            } else {
+                println!("deleted ({} turns)", r.deleted_turns);
+            }
         }
     }
     Ok(())
@@ -643,59 +692,6 @@ fn print_event(ev: pb::WatchSessionResponse) {
         }
         None => {}
     }
-}
-
-/// The bundle's main fields as JSON, for scripts.
-fn bundle_json(b: &pb::ContextBundle) -> String {
-    let manifest = b.manifest.clone().unwrap_or_default();
-    let ranges = |v: &[pb::SeqRange]| -> Vec<[u64; 2]> {
-        v.iter().map(|r| [r.first_seq, r.last_seq]).collect()
-    };
-    let sections: Vec<serde_json::Value> = manifest
-        .sections
-        .iter()
-        .map(|e| {
-            serde_json::json!({
-                "section": pb::BundleSection::try_from(e.section)
-                    .map_or("?", |s| s.as_str_name()),
-                "available": e.available,
-                "included": e.included,
-                "shortened": e.shortened,
-                "omitted": e.omitted,
-                "included_seqs": ranges(&e.included_seqs),
-                "shortened_seqs": ranges(&e.shortened_seqs),
-                "omitted_seqs": ranges(&e.omitted_seqs),
-                "tokens": e.tokens,
-            })
-        })
-        .collect();
-    let v = serde_json::json!({
-        "namespace": b.namespace,
-        "session_id": b.session_id,
-        "state": state_name(b.state),
-        "owner_agent": b.owner_agent,
-        "lease_epoch": b.lease_epoch,
-        "as_of_seq": b.as_of_seq,
-        "budget_tokens": b.budget_tokens,
-        "token_count": b.token_count,
-        "rendered_text": b.rendered_text,
-        "carried_actions": b.carried_actions.iter().map(|c| {
-            let r = c.r#ref.clone().unwrap_or_default();
-            serde_json::json!({
-                "session_id": r.session_id,
-                "action_seq": r.action_seq,
-                "action": c.action.as_ref().map(|a| a.action.clone()).unwrap_or_default(),
-            })
-        }).collect::<Vec<_>>(),
-        "facts": b.facts.iter().map(|f| serde_json::json!({"fact_id": f.fact_id, "key": f.key, "text": f.text})).collect::<Vec<_>>(),
-        "episodes": b.episodes.iter().map(|e| serde_json::json!({"session_id": e.session_id, "topic": e.topic})).collect::<Vec<_>>(),
-        "manifest": {
-            "summary_version": manifest.summary_version,
-            "complete": manifest.complete,
-            "sections": sections,
-        },
-    });
-    serde_json::to_string_pretty(&v).unwrap_or_default()
 }
 
 pub(crate) async fn connect(args: &ClientArgs) -> Result<MemoryClient, String> {

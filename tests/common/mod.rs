@@ -244,6 +244,11 @@ impl Binary {
     /// wrapped in another command (e.g. strace), and waits for the
     /// "listening" log line to learn the port.
     pub fn start(data_dir: &Path, wrapper: &[&str]) -> Binary {
+        Self::start_with(data_dir, wrapper, &[])
+    }
+
+    /// As [`Binary::start`], with more `serve` arguments (e.g. `--config`).
+    pub fn start_with(data_dir: &Path, wrapper: &[&str], serve_args: &[&str]) -> Binary {
         let exe = env!("CARGO_BIN_EXE_mnemo");
         let mut cmd = match wrapper.split_first() {
             Some((first, rest)) => {
@@ -255,6 +260,7 @@ impl Binary {
         };
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .args(serve_args)
             .env("MNEMO_LOG", "info")
             .env_remove("MNEMO_CONFIG")
             .env_remove("MNEMO_LISTEN")
