@@ -29,7 +29,12 @@
 //!   RPC floor), with `GetSession` and a small `GetContextBundle` as ratios
 //!   to it.
 //!
-//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|bundles|search|floor|all]` (default
+//! - `redis`: the usual stack. The same appends (concurrency 1, 16, 64) and
+//!   reads (the last 20 of 1,000 turns, concurrency 1 and 16) against
+//!   Redis (`redis-server` on loopback, `appendfsync always`, a list per
+//!   session) and mnemo, in the same run, as ratios.
+//!
+//! Run: `cargo bench --bench mnemo_bench -- [append|tokens|summaries|bundles|search|floor|redis|all]` (default
 //! `all`). Prints Markdown tables and writes every figure to
 //! `target/bench/mnemo_bench.json`. This measures, it does not test: nothing
 //! asserts on timing. Every loop stops at a count or a time limit, whichever
@@ -45,7 +50,7 @@ fn main() {
         Ok(w) => w,
         Err(arg) => {
             eprintln!(
-                "unknown benchmark {arg:?}: use append, tokens, summaries, bundles, search, floor or all"
+                "unknown benchmark {arg:?}: use append, tokens, summaries, bundles, search, floor, redis or all"
             );
             std::process::exit(2);
         }
@@ -77,6 +82,11 @@ fn main() {
         report.print();
         figures.insert("floor".into(), to_json(&report));
     }
+    if which == Which::Redis || which == Which::All {
+        let report = usual_stack::run();
+        report.print();
+        figures.insert("usual_stack".into(), to_json(&report));
+    }
     if which == Which::Search || which == Which::All {
         let report = search::run();
         report.print();
@@ -94,6 +104,7 @@ enum Which {
     Bundles,
     Search,
     Floor,
+    Redis,
     All,
 }
 
@@ -113,6 +124,7 @@ impl Which {
             Some("bundles") => Ok(Which::Bundles),
             Some("search") => Ok(Which::Search),
             Some("floor") => Ok(Which::Floor),
+            Some("redis") => Ok(Which::Redis),
             Some(other) => Err(other.to_owned()),
         }
     }
@@ -669,13 +681,13 @@ mod append {
     }
 
     #[derive(Debug, Clone, Copy)]
-    enum SessionLayout {
+    pub enum SessionLayout {
         OnePerAppender,
         Shared,
     }
 
     /// `concurrency` appenders share `MAX_OPS` appends (or `MAX_TIME`).
-    async fn append_case(
+    pub async fn append_case(
         daemon: &RunningDaemon,
         concurrency: usize,
         layout: SessionLayout,
@@ -717,7 +729,7 @@ mod append {
 
     /// One client per appender over `ceil(n / APPENDERS_PER_CHANNEL)`
     /// connections.
-    async fn connect_pool(addr: SocketAddr, appenders: usize) -> Vec<Client> {
+    pub async fn connect_pool(addr: SocketAddr, appenders: usize) -> Vec<Client> {
         let mut channels = Vec::new();
         for _ in 0..appenders.div_ceil(APPENDERS_PER_CHANNEL) {
             let channel = Channel::from_shared(format!("http://{addr}"))
@@ -794,6 +806,368 @@ mod append {
         };
         // A failed append would make every figure meaningless: stop.
         client.append_turns(req).await.expect("AppendTurns failed");
+    }
+}
+
+/// The usual stack: the same append and read workload against Redis
+/// (Debian's `redis-server` on loopback, `appendonly yes`, `appendfsync
+/// always`, one list per session: what Redis-backed memory servers use),
+/// next to mnemo in the same run. Skipped, with a note, when
+/// `redis-server` is not installed.
+mod usual_stack {
+    use std::net::TcpListener;
+    use std::path::Path;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use mnemo::pb;
+    use mnemo::pb::memory_service_client::MemoryServiceClient;
+    use serde::Serialize;
+    use tonic::transport::Channel;
+
+    use super::append::{self, RunningDaemon, SessionLayout, APPENDERS_PER_CHANNEL};
+    use super::measure::{self, Budget, LoopResult};
+    use super::{print_derived, ratio, text, Derived};
+
+    /// Turns in the session both reads come from, and the turns read.
+    const READ_SESSION_TURNS: u64 = 1000;
+    const READ_LAST: u64 = 20;
+
+    #[derive(Serialize)]
+    pub struct Report {
+        skipped: Option<String>,
+        mnemo: Vec<LoopResult>,
+        redis: Vec<LoopResult>,
+        derived: Vec<Derived>,
+    }
+
+    /// A private redis-server on a free loopback port, stopped on drop.
+    struct Redis {
+        child: Child,
+        port: u16,
+    }
+
+    impl Redis {
+        fn start(dir: &Path) -> Result<Redis, String> {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| format!("no free port: {e}"))?
+                .port();
+            let child = Command::new("redis-server")
+                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                .args([
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                    "--save",
+                    "",
+                ])
+                .arg("--dir")
+                .arg(dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot start redis-server: {e}"))?;
+            Ok(Redis { child, port })
+        }
+
+        async fn connect(&self) -> redis::aio::MultiplexedConnection {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+                .expect("a valid redis URL");
+            let started = Instant::now();
+            loop {
+                match client.get_multiplexed_async_connection().await {
+                    Ok(c) => return c,
+                    Err(e) if started.elapsed() > Duration::from_secs(10) => {
+                        panic!("redis-server did not come up: {e}")
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        }
+    }
+
+    impl Drop for Redis {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    pub fn run() -> Report {
+        let scratch = tempfile::tempdir().expect("cannot create a temp dir");
+        let redis = match Redis::start(scratch.path()) {
+            Ok(r) => r,
+            Err(why) => {
+                println!("usual stack: skipped ({why}); install redis-server to compare");
+                return Report {
+                    skipped: Some(why),
+                    mnemo: Vec::new(),
+                    redis: Vec::new(),
+                    derived: Vec::new(),
+                };
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("cannot build the tokio runtime");
+        let (mnemo, redis) = runtime.block_on(async {
+            let daemon = RunningDaemon::start(scratch.path().join("daemon")).await;
+            let (mut mnemo, mut theirs) = (Vec::new(), Vec::new());
+            for concurrency in [1, 16, 64] {
+                mnemo.push(
+                    append::append_case(&daemon, concurrency, SessionLayout::OnePerAppender).await,
+                );
+                theirs.push(redis_append(&redis, concurrency).await);
+            }
+            for concurrency in [1, 16] {
+                mnemo.push(mnemo_read(&daemon, concurrency).await);
+                theirs.push(redis_read(&redis, concurrency).await);
+            }
+            daemon.stop().await;
+            (mnemo, theirs)
+        });
+        let derived = mnemo
+            .iter()
+            .zip(&redis)
+            .flat_map(|(m, r)| {
+                let what = if m.case.starts_with("AppendTurns") {
+                    "append"
+                } else {
+                    "read last 20"
+                };
+                [
+                    Derived::new(
+                        &format!("{what} @{}: mnemo p50 / Redis p50", m.concurrency),
+                        ratio(m.p50_us as f64, r.p50_us as f64),
+                    ),
+                    Derived::new(
+                        &format!("{what} @{}: mnemo p99 / Redis p99", m.concurrency),
+                        ratio(m.p99_us as f64, r.p99_us as f64),
+                    ),
+                    Derived::new(
+                        &format!("{what} @{}: mnemo ops/s / Redis ops/s", m.concurrency),
+                        ratio(m.ops_per_sec, r.ops_per_sec),
+                    ),
+                ]
+            })
+            .collect();
+        Report {
+            skipped: None,
+            mnemo,
+            redis,
+            derived,
+        }
+    }
+
+    impl Report {
+        pub fn print(&self) {
+            if self.skipped.is_some() {
+                return;
+            }
+            println!(
+                "\n## the usual stack: Redis (appendfsync always, a list per session) vs mnemo\n"
+            );
+            println!("| store | case | concurrency | ops | p50 (µs) | p99 (µs) | ops/s |");
+            println!("|---|---|---:|---:|---:|---:|---:|");
+            let rows = self
+                .mnemo
+                .iter()
+                .map(|r| ("mnemo", r))
+                .chain(self.redis.iter().map(|r| ("Redis", r)));
+            for (store, r) in rows {
+                println!(
+                    "| {store} | {} | {} | {} | {} | {} | {:.0} |",
+                    r.case, r.concurrency, r.ops, r.p50_us, r.p99_us, r.ops_per_sec
+                );
+            }
+            print_derived(&self.derived);
+        }
+    }
+
+    /// Connections shared like mnemo's pool: one per
+    /// `APPENDERS_PER_CHANNEL` workers.
+    async fn redis_pool(redis: &Redis, workers: usize) -> Vec<redis::aio::MultiplexedConnection> {
+        let mut conns = Vec::new();
+        for _ in 0..workers.div_ceil(APPENDERS_PER_CHANNEL) {
+            conns.push(redis.connect().await);
+        }
+        (0..workers)
+            .map(|i| conns[i / APPENDERS_PER_CHANNEL].clone())
+            .collect()
+    }
+
+    /// `RPUSH` of one turn (the same ~200 bytes as mnemo's) per call, each
+    /// worker on its own list.
+    async fn redis_append(redis: &Redis, concurrency: usize) -> LoopResult {
+        let conns = redis_pool(redis, concurrency).await;
+        let turns = text::turns(concurrency, 3);
+        let budget = Arc::new(Budget::new());
+        let start = Instant::now();
+        let workers: Vec<_> = conns
+            .into_iter()
+            .zip(turns)
+            .enumerate()
+            .map(|(i, (mut con, turn))| {
+                let budget = budget.clone();
+                tokio::spawn(async move {
+                    let mut hist = measure::histogram();
+                    let key = format!("session:{concurrency}:{i}");
+                    while budget.take() {
+                        let t = Instant::now();
+                        let _: i64 = redis::cmd("RPUSH")
+                            .arg(&key)
+                            .arg(&turn)
+                            .query_async(&mut con)
+                            .await
+                            .expect("RPUSH failed");
+                        measure::record(&mut hist, t.elapsed());
+                    }
+                    hist
+                })
+            })
+            .collect();
+        let hist = collect(workers).await;
+        LoopResult::new(
+            "RPUSH, a list per appender",
+            concurrency,
+            start.elapsed(),
+            &hist,
+        )
+    }
+
+    /// `LRANGE key -20 -1` on a list of 1,000 turns.
+    async fn redis_read(redis: &Redis, concurrency: usize) -> LoopResult {
+        let mut setup = redis.connect().await;
+        let key = format!("read:{concurrency}");
+        for turn in text::turns(READ_SESSION_TURNS as usize, 5) {
+            let _: i64 = redis::cmd("RPUSH")
+                .arg(&key)
+                .arg(turn)
+                .query_async(&mut setup)
+                .await
+                .expect("RPUSH failed");
+        }
+        let conns = redis_pool(redis, concurrency).await;
+        let budget = Arc::new(Budget::new());
+        let start = Instant::now();
+        let workers: Vec<_> = conns
+            .into_iter()
+            .map(|mut con| {
+                let (budget, key) = (budget.clone(), key.clone());
+                tokio::spawn(async move {
+                    let mut hist = measure::histogram();
+                    while budget.take() {
+                        let t = Instant::now();
+                        let got: Vec<String> = redis::cmd("LRANGE")
+                            .arg(&key)
+                            .arg(-(READ_LAST as i64))
+                            .arg(-1)
+                            .query_async(&mut con)
+                            .await
+                            .expect("LRANGE failed");
+                        assert_eq!(got.len() as u64, READ_LAST);
+                        measure::record(&mut hist, t.elapsed());
+                    }
+                    hist
+                })
+            })
+            .collect();
+        let hist = collect(workers).await;
+        LoopResult::new(
+            "LRANGE the last 20 of 1,000",
+            concurrency,
+            start.elapsed(),
+            &hist,
+        )
+    }
+
+    /// `ListTurns` of the last 20 turns of a 1,000-turn session.
+    async fn mnemo_read(daemon: &RunningDaemon, concurrency: usize) -> LoopResult {
+        let channel = Channel::from_shared(format!("http://{}", daemon.addr))
+            .expect("a valid URI")
+            .connect()
+            .await
+            .expect("cannot connect to the daemon");
+        let mut setup = MemoryServiceClient::new(channel);
+        let id = format!("read-{concurrency}");
+        setup
+            .create_session(pb::CreateSessionRequest {
+                namespace: "bench".into(),
+                session_id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("CreateSession failed");
+        let turns = text::turns(READ_SESSION_TURNS as usize, 5);
+        for chunk in turns.chunks(250) {
+            setup
+                .append_turns(pb::AppendTurnsRequest {
+                    namespace: "bench".into(),
+                    session_id: id.clone(),
+                    turns: chunk
+                        .iter()
+                        .map(|t| pb::NewTurn {
+                            role: pb::Role::User as i32,
+                            speaker: "bench-user".into(),
+                            content: t.clone(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .await
+                .expect("AppendTurns failed");
+        }
+        let clients = append::connect_pool(daemon.addr, concurrency).await;
+        let budget = Arc::new(Budget::new());
+        let start = Instant::now();
+        let workers: Vec<_> = clients
+            .into_iter()
+            .map(|mut c| {
+                let (budget, id) = (budget.clone(), id.clone());
+                tokio::spawn(async move {
+                    let mut hist = measure::histogram();
+                    while budget.take() {
+                        let t = Instant::now();
+                        let got = c
+                            .list_turns(pb::ListTurnsRequest {
+                                namespace: "bench".into(),
+                                session_id: id.clone(),
+                                from_seq: READ_SESSION_TURNS - READ_LAST + 1,
+                                ..Default::default()
+                            })
+                            .await
+                            .expect("ListTurns failed")
+                            .into_inner();
+                        assert_eq!(got.turns.len() as u64, READ_LAST);
+                        measure::record(&mut hist, t.elapsed());
+                    }
+                    hist
+                })
+            })
+            .collect();
+        let hist = collect(workers).await;
+        LoopResult::new(
+            "ListTurns the last 20 of 1,000",
+            concurrency,
+            start.elapsed(),
+            &hist,
+        )
+    }
+
+    async fn collect(
+        workers: Vec<tokio::task::JoinHandle<hdrhistogram::Histogram<u64>>>,
+    ) -> hdrhistogram::Histogram<u64> {
+        let mut hist = measure::histogram();
+        for w in workers {
+            hist.add(w.await.expect("a worker panicked"))
+                .expect("histograms with equal bounds always add");
+        }
+        hist
     }
 }
 
