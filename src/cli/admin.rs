@@ -127,17 +127,17 @@ fn open_store(overrides: &Overrides) -> Result<(SledStore, PathBuf), String> {
 }
 
 /// Calls back with a running count on stderr when it is a terminal.
-fn progress(what: &'static str) -> impl FnMut(u64) {
+pub(super) fn progress(what: &'static str) -> impl FnMut(u64) {
     let tty = std::io::stderr().is_terminal();
     move |n| {
         if tty {
-            eprint!("\r{what}: {n} records");
+            eprint!("\r{what}: {n}");
             let _ = std::io::stderr().flush();
         }
     }
 }
 
-fn end_progress() {
+pub(super) fn end_progress() {
     if std::io::stderr().is_terminal() {
         eprintln!();
     }
@@ -156,8 +156,13 @@ pub fn export(args: ExportArgs) -> Result<(), String> {
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    let n = dump::export(store.engine(), &scope, &mut out, &mut progress("exported"))
-        .map_err(|e| e.to_string())?;
+    let n = dump::export(
+        store.engine(),
+        &scope,
+        &mut out,
+        &mut progress("records exported"),
+    )
+    .map_err(|e| e.to_string())?;
     drop(out);
     if let Some(p) = &args.output {
         let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
@@ -180,8 +185,12 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
                 .map_err(|e| format!("cannot open {}: {e}", args.input.display()))?,
         ))
     };
-    let n = dump::import(store.engine(), &mut input, &mut progress("imported"))
-        .map_err(|e| e.to_string())?;
+    let n = dump::import(
+        store.engine(),
+        &mut input,
+        &mut progress("records imported"),
+    )
+    .map_err(|e| e.to_string())?;
     drop(store);
     // The index does not know the imported records: rebuild it at start.
     let index = dir.join(crate::server::SEARCH_INDEX_DIR);
@@ -201,8 +210,12 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
 /// Runs `mnemo verify`: exit status 1 when anything is wrong.
 pub fn verify(args: VerifyArgs) -> Result<(), String> {
     let (store, dir) = open_store(&args.store)?;
-    let mut report = dump::verify(store.engine(), args.max_problems, &mut progress("verified"))
-        .map_err(|e| e.to_string())?;
+    let mut report = dump::verify(
+        store.engine(),
+        args.max_problems,
+        &mut progress("records checked"),
+    )
+    .map_err(|e| e.to_string())?;
     end_progress();
     // The index against the store.
     let index_dir = dir.join(crate::server::SEARCH_INDEX_DIR);

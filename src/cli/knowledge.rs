@@ -432,7 +432,10 @@ pub fn reindex(overrides: &Overrides) -> Result<(), String> {
     }
     let (index, _) = SearchIndex::open(Some(&dir)).map_err(|e| e.to_string())?;
     let started = std::time::Instant::now();
-    let docs = index.rebuild(&store).map_err(|e| e.to_string())?;
+    let docs = index
+        .rebuild_with_progress(&store, &mut super::admin::progress("documents indexed"))
+        .map_err(|e| e.to_string())?;
+    super::admin::end_progress();
     // What the rebuild read is now in the index: the outbox is done.
     loop {
         let batch = store.index_changes(4096).map_err(|e| e.to_string())?;

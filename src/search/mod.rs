@@ -496,6 +496,16 @@ impl SearchIndex {
     /// Rebuilds the whole index from the store; returns the documents
     /// added. Searches answer UNAVAILABLE until it is done.
     pub fn rebuild(&self, store: &dyn Store) -> Result<u64> {
+        self.rebuild_with_progress(store, &mut |_| {})
+    }
+
+    /// [`SearchIndex::rebuild`], calling `progress` with the documents
+    /// added so far after each page of the store.
+    pub fn rebuild_with_progress(
+        &self,
+        store: &dyn Store,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64> {
         self.ready.store(false, Ordering::Release);
         let mut w = self.writer();
         w.delete_all_documents().map_err(index_error)?;
@@ -518,6 +528,7 @@ impl SearchIndex {
                 self.index_turns(&w, store, s, (1, s.last_seq()))?;
                 docs += s.last_seq();
             }
+            progress(docs);
         }
         let mut from: Option<Vec<u8>> = None;
         loop {
