@@ -228,36 +228,30 @@ pub fn export<E: Engine>(
     };
     writeln!(out, "{}", json_line(&header)?).map_err(io)?;
     let mut records = 0u64;
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let page = engine.scan(from, b"", PAGE)?;
-        let Some((last, _)) = page.last() else { break };
-        after = Some(last.clone());
-        for (key, value) in &page {
-            if !in_scope(scope, key, value) {
-                continue;
-            }
-            let Some((kind, codec)) = kind_of(key[0]) else {
-                return Err(Error::DataLoss(format!(
-                    "unknown record tag {:?} under key {}",
-                    key[0] as char,
-                    hex(key)
-                )));
-            };
-            let value = to_json(codec, value, || format!("{kind} record {}", hex(key)))?;
-            let line = Line {
-                kind: kind.to_owned(),
-                key: hex(key),
-                value,
-            };
-            writeln!(out, "{}", json_line(&line)?).map_err(io)?;
-            records += 1;
-            if records % 10_000 == 0 {
-                progress(records);
-            }
+    each_entry(engine, b"", |key, value| {
+        if !in_scope(scope, key, value) {
+            return Ok(());
         }
-    }
+        let Some((kind, codec)) = kind_of(key[0]) else {
+            return Err(Error::DataLoss(format!(
+                "unknown record tag {:?} under key {}",
+                key[0] as char,
+                hex(key)
+            )));
+        };
+        let value = to_json(codec, value, || format!("{kind} record {}", hex(key)))?;
+        let line = Line {
+            kind: kind.to_owned(),
+            key: hex(key),
+            value,
+        };
+        writeln!(out, "{}", json_line(&line)?).map_err(io)?;
+        records += 1;
+        if records % 10_000 == 0 {
+            progress(records);
+        }
+        Ok(())
+    })?;
     writeln!(out, "{}", json_line(&Trailer { end: true, records })?).map_err(io)?;
     out.flush().map_err(io)?;
     progress(records);
@@ -391,82 +385,75 @@ pub fn verify<E: Engine>(
         }
     };
     let mut owner_seen: Option<(Vec<u8>, bool)> = None;
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let page = engine.scan(from, b"", PAGE)?;
-        let Some((last, _)) = page.last() else { break };
-        after = Some(last.clone());
-        for (key, value) in &page {
-            r.records += 1;
-            if r.records % 10_000 == 0 {
-                progress(r.records);
-            }
-            let Some((kind, codec)) = kind_of(key[0]) else {
-                note(&mut r, format!("unknown record tag under key {}", hex(key)));
-                continue;
-            };
-            let p = parts(key);
-            let name = |i: usize| {
-                String::from_utf8_lossy(p.get(i).copied().unwrap_or_default()).into_owned()
-            };
-            let what = || format!("{kind} record {}/{}", name(0), name(1));
-            if let Err(e) = to_json(codec, value, what) {
-                note(&mut r, e.to_string());
-                continue;
-            }
-            match key[0] {
-                keys::SESSION => {
-                    r.sessions += 1;
-                    let s = legacy::decode_session(value, what)?;
-                    check_session(engine, &s, &mut |p| note(&mut r, p))?;
-                    r.expected_index_docs += s.last_seq();
-                }
-                keys::TURN | keys::SUMMARY | keys::AUDIT | keys::FOLD | keys::IDEMPOTENCY => {
-                    // Records of one session are contiguous: look it up once.
-                    let owner = keys::session(&name(0), &name(1));
-                    if owner_seen.as_ref().map(|(k, _)| k) != Some(&owner) {
-                        let exists = engine.get(&owner)?.is_some();
-                        owner_seen = Some((owner, exists));
-                    }
-                    if owner_seen.as_ref().is_some_and(|(_, exists)| !exists) {
-                        note(
-                            &mut r,
-                            format!("{} has no session (orphaned {kind} record)", what()),
-                        );
-                    }
-                }
-                keys::FACT_KEY | keys::FACT_WORDS => {
-                    let id: String = codec::decode(value, what)?;
-                    let missing = engine.get(&keys::fact(&name(0), &id))?.is_none();
-                    if missing {
-                        let (ns, subject) = (name(0), name(1));
-                        note(
-                            &mut r,
-                            format!("{kind} of subject {ns}/{subject} points to missing fact {id}"),
-                        );
-                    }
-                }
-                keys::FACT => {
-                    let f: Fact = codec::decode(value, what)?;
-                    r.expected_index_docs += u64::from(f.is_current());
-                }
-                keys::EPISODE => r.expected_index_docs += 1,
-                keys::EPISODE_OF => {
-                    let missing = engine.get(value)?.is_none();
-                    if missing {
-                        let (ns, id) = (name(0), name(1));
-                        note(
-                            &mut r,
-                            format!("session {ns}/{id} points to a missing episode"),
-                        );
-                    }
-                }
-                keys::CHANGE => r.pending_index_changes += 1,
-                _ => {}
-            }
+    each_entry(engine, b"", |key, value| {
+        r.records += 1;
+        if r.records % 10_000 == 0 {
+            progress(r.records);
         }
-    }
+        let Some((kind, codec)) = kind_of(key[0]) else {
+            note(&mut r, format!("unknown record tag under key {}", hex(key)));
+            return Ok(());
+        };
+        let p = parts(key);
+        let name =
+            |i: usize| String::from_utf8_lossy(p.get(i).copied().unwrap_or_default()).into_owned();
+        let what = || format!("{kind} record {}/{}", name(0), name(1));
+        if let Err(e) = to_json(codec, value, what) {
+            note(&mut r, e.to_string());
+            return Ok(());
+        }
+        match key[0] {
+            keys::SESSION => {
+                r.sessions += 1;
+                let s = legacy::decode_session(value, what)?;
+                check_session(engine, &s, &mut |p| note(&mut r, p))?;
+                r.expected_index_docs += s.last_seq();
+            }
+            keys::TURN | keys::SUMMARY | keys::AUDIT | keys::FOLD | keys::IDEMPOTENCY => {
+                // Records of one session are contiguous: look it up once.
+                let owner = keys::session(&name(0), &name(1));
+                if owner_seen.as_ref().map(|(k, _)| k) != Some(&owner) {
+                    let exists = engine.get(&owner)?.is_some();
+                    owner_seen = Some((owner, exists));
+                }
+                if owner_seen.as_ref().is_some_and(|(_, exists)| !exists) {
+                    note(
+                        &mut r,
+                        format!("{} has no session (orphaned {kind} record)", what()),
+                    );
+                }
+            }
+            keys::FACT_KEY | keys::FACT_WORDS => {
+                let id: String = codec::decode(value, what)?;
+                let missing = engine.get(&keys::fact(&name(0), &id))?.is_none();
+                if missing {
+                    let (ns, subject) = (name(0), name(1));
+                    note(
+                        &mut r,
+                        format!("{kind} of subject {ns}/{subject} points to missing fact {id}"),
+                    );
+                }
+            }
+            keys::FACT => {
+                let f: Fact = codec::decode(value, what)?;
+                r.expected_index_docs += u64::from(f.is_current());
+            }
+            keys::EPISODE => r.expected_index_docs += 1,
+            keys::EPISODE_OF => {
+                let missing = engine.get(value)?.is_none();
+                if missing {
+                    let (ns, id) = (name(0), name(1));
+                    note(
+                        &mut r,
+                        format!("session {ns}/{id} points to a missing episode"),
+                    );
+                }
+            }
+            keys::CHANGE => r.pending_index_changes += 1,
+            _ => {}
+        }
+        Ok(())
+    })?;
     progress(r.records);
     Ok(r)
 }
@@ -476,21 +463,15 @@ fn check_session<E: Engine>(engine: &E, s: &Session, note: &mut dyn FnMut(String
     let (ns, id) = (&s.namespace, &s.session_id);
     let prefix = keys::turns_of(ns, id);
     let (mut expected, mut count) = (1u64, 0u64);
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let page = engine.scan(from, &prefix, PAGE)?;
-        let Some((last, _)) = page.last() else { break };
-        after = Some(last.clone());
-        for (key, _) in &page {
-            let seq = keys::seq_of(key);
-            if seq != expected {
-                note(format!("session {ns}/{id}: turn seq {seq} where {expected} was expected (a gap or a duplicate)"));
-            }
-            expected = seq + 1;
-            count += 1;
+    each_entry(engine, &prefix, |key, _| {
+        let seq = keys::seq_of(key);
+        if seq != expected {
+            note(format!("session {ns}/{id}: turn seq {seq} where {expected} was expected (a gap or a duplicate)"));
         }
-    }
+        expected = seq + 1;
+        count += 1;
+        Ok(())
+    })?;
     if count != s.turn_count || expected != s.next_seq {
         note(format!(
             "session {ns}/{id}: {count} turns stored (last seq {}), but the session counts {} turns and next seq {}",
@@ -515,6 +496,27 @@ fn check_session<E: Engine>(engine: &E, s: &Session, note: &mut dyn FnMut(String
         }
     }
     Ok(())
+}
+
+/// Calls `f` with every entry whose key starts with `prefix`, in key
+/// order, reading a page at a time.
+fn each_entry<E: Engine>(
+    engine: &E,
+    prefix: &[u8],
+    mut f: impl FnMut(&[u8], &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let page = engine.scan(from, prefix, PAGE)?;
+        let Some((last, _)) = page.last() else {
+            return Ok(());
+        };
+        after = Some(last.clone());
+        for (key, value) in &page {
+            f(key, value)?;
+        }
+    }
 }
 
 fn json_line<T: Serialize>(v: &T) -> Result<String> {
