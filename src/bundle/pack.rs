@@ -158,19 +158,34 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
     )
 }
 
-/// Words of `text` worth matching against a query (lowercase, 3+ chars).
-fn words(text: &str) -> HashSet<String> {
+/// The words of `text` worth matching against a query (3+ chars), as
+/// they stand.
+fn raw_words(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() >= 3)
-        .map(str::to_lowercase)
-        .collect()
+        .filter(|w| w.chars().nth(2).is_some())
 }
 
+/// Words of `text` worth matching against a query, lowercase.
+fn words(text: &str) -> HashSet<String> {
+    raw_words(text).map(str::to_lowercase).collect()
+}
+
+/// How many distinct query words `text` contains. Walks the text's words
+/// against the query set; it builds no set of its own (it runs for every
+/// candidate of a bundle).
 fn overlap(query: &HashSet<String>, text: &str) -> usize {
     if query.is_empty() {
         return 0;
     }
-    words(text).intersection(query).count()
+    let mut found: Vec<&str> = Vec::new();
+    for w in raw_words(text) {
+        if let Some(q) = query.get(w.to_lowercase().as_str()) {
+            if !found.contains(&q.as_str()) {
+                found.push(q);
+            }
+        }
+    }
+    found.len()
 }
 
 fn role_name(r: Role) -> &'static str {
@@ -260,7 +275,8 @@ fn ranked(
     boost: impl Fn(usize) -> (bool, u8),
 ) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..texts.len()).collect();
-    idx.sort_by_key(|&i| {
+    // Cached: the overlap is computed once per item, not per comparison.
+    idx.sort_by_cached_key(|&i| {
         let (mine, prio) = boost(i);
         (
             std::cmp::Reverse(mine),
