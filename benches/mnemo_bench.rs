@@ -1122,6 +1122,16 @@ mod usual_stack {
                 .await
                 .expect("AppendTurns failed");
         }
+        // Let the summaries of the new turns be written first, so the reads
+        // are not measured against the background fold.
+        setup
+            .summarize(pb::SummarizeRequest {
+                namespace: "bench".into(),
+                session_id: id.clone(),
+                wait: true,
+            })
+            .await
+            .expect("Summarize failed");
         let clients = append::connect_pool(daemon.addr, concurrency).await;
         let budget = Arc::new(Budget::new());
         let start = Instant::now();

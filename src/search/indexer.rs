@@ -3,8 +3,9 @@
 //! index, acknowledge the entries. A crash between commit and
 //! acknowledgement re-applies a batch, which is harmless; a crash before
 //! the commit loses nothing, since the entries are still in the store.
-//! Writers nudge it after each write; it also polls, so a missed nudge
-//! delays an update by at most `POLL`.
+//! Writers nudge it after each write; it waits `COALESCE` so that the
+//! writes that follow share one commit, then applies them. It also polls,
+//! so a missed nudge delays an update by at most `POLL`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
@@ -21,6 +22,11 @@ const BATCH: usize = 2048;
 const POLL: Duration = Duration::from_millis(500);
 /// Pause after a failed batch before it is retried.
 const RETRY: Duration = Duration::from_secs(1);
+/// After a nudge, and after a batch that was not full, wait this long so
+/// the writes that follow share one commit: at most about ten commits a
+/// second. A commit per write made tantivy's indexing and merge threads a
+/// third of the daemon's CPU under concurrent appends.
+const COALESCE: Duration = Duration::from_millis(100);
 
 /// Counters of the indexer.
 #[derive(Debug, Default)]
@@ -58,10 +64,13 @@ impl Indexer {
                 while !flag.load(Ordering::Acquire) {
                     match drain(store.as_ref(), &index, &counters) {
                         Ok(0) => match rx.recv_timeout(POLL) {
-                            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                            Ok(()) => pause(&flag, COALESCE),
+                            Err(RecvTimeoutError::Timeout) => {}
                             Err(RecvTimeoutError::Disconnected) => break,
                         },
-                        Ok(_) => {}
+                        // A full batch: more is waiting.
+                        Ok(n) if n >= BATCH => {}
+                        Ok(_) => pause(&flag, COALESCE),
                         Err(e) => {
                             counters.failures.fetch_add(1, Ordering::Relaxed);
                             tracing::error!(error = %e, "search index update failed; retrying");
@@ -131,6 +140,17 @@ fn rebuild_until_done(store: &dyn Store, index: &SearchIndex, stop: &AtomicBool)
 }
 
 /// Applies one batch of the outbox; returns how many entries it held.
+/// Sleeps for `time`, or less if `stop` is set meanwhile.
+fn pause(stop: &AtomicBool, time: Duration) {
+    let step = Duration::from_millis(10);
+    let mut left = time;
+    while !left.is_zero() && !stop.load(Ordering::Acquire) {
+        let nap = left.min(step);
+        std::thread::sleep(nap);
+        left -= nap;
+    }
+}
+
 fn drain(store: &dyn Store, index: &SearchIndex, stats: &IndexerStats) -> crate::Result<usize> {
     let batch = store.index_changes(BATCH)?;
     if batch.is_empty() {
