@@ -423,3 +423,84 @@ fn the_cli_uses_the_api_key_and_speaks_json() {
     );
     daemon.terminate();
 }
+
+/// `append --file` sends a JSON-lines file in batches, in order; stdin
+/// works too; a bad line is named and nothing is appended.
+#[test]
+fn append_takes_turns_from_a_json_lines_file_or_stdin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = Binary::start(&tmp.path().join("data"), &[]);
+    let addr = daemon.url();
+    ok(&addr, &["session", "create", "-n", "ns", "--id", "f"]);
+    let t = ["-n", "ns", "-s", "f"];
+
+    let bad = tmp.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"role\":\"user\",\"content\":\"fine\"}\n{\"role\":\"robot\",\"content\":\"no\"}\n",
+    )
+    .unwrap();
+    let out = mnemo(
+        &addr,
+        &[&["append"], &t[..], &["--file", bad.to_str().unwrap()]].concat(),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
+
+    let file = tmp.path().join("turns.jsonl");
+    let mut lines = String::new();
+    for i in 0..300 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        lines.push_str(&format!(
+            "{{\"role\":\"{role}\",\"speaker\":\"s{}\",\"content\":\"turn {i}\"}}\n",
+            i % 2
+        ));
+    }
+    lines.push_str("{\"role\":\"assistant\",\"content\":\"looked it up\",\"tool_call\":{\"tool_name\":\"lookup\",\"arguments_json\":\"{}\",\"result\":\"ok\",\"status\":\"success\"}}\n");
+    std::fs::write(&file, lines).unwrap();
+    let out = ok(
+        &addr,
+        &[
+            &["append"],
+            &t[..],
+            &["--file", file.to_str().unwrap(), "--json"],
+        ]
+        .concat(),
+    );
+    let batches = json_lines(&out);
+    assert_eq!(batches.len(), 2, "301 turns in batches of 256");
+    assert_eq!(
+        (
+            batches[0]["first_seq"].as_u64(),
+            batches[1]["last_seq"].as_u64()
+        ),
+        (Some(1), Some(301))
+    );
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([&["append"], &t[..], &["--file", "-"]].concat())
+        .env("MNEMO_ADDR", &addr)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"role\":\"user\",\"content\":\"from stdin\"}\n")
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+
+    let turns = json_lines(&ok(&addr, &[&["turns"], &t[..], &["--json"]].concat()));
+    assert_eq!(
+        turns.len(),
+        302,
+        "nothing from the bad file, all of the good one"
+    );
+    assert_eq!(turns[0]["content"], "turn 0");
+    assert_eq!(turns[300]["tool_call"]["tool_name"], "lookup");
+    assert_eq!(turns[301]["content"], "from stdin");
+    daemon.terminate();
+}

@@ -5,6 +5,7 @@
 mod admin;
 mod json;
 mod knowledge;
+mod turns_file;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -31,7 +32,7 @@ enum Command {
     /// Manage sessions.
     #[command(subcommand)]
     Session(SessionCommand),
-    /// Append one turn to a session.
+    /// Append one turn to a session, or many from a JSON-lines file.
     Append {
         #[command(flatten)]
         target: Target,
@@ -42,8 +43,15 @@ enum Command {
         #[arg(long, default_value = "")]
         speaker: String,
         /// Turn text.
-        content: String,
-        /// Retry key: a retry with the same key writes nothing.
+        #[arg(required_unless_present = "file", conflicts_with = "file")]
+        content: Option<String>,
+        /// Turns as JSON lines (`{"role": "user", "speaker": "…",
+        /// "content": "…", "tool_call": {…}, "metadata": {…}}`); `-` reads
+        /// stdin. Sent in batches of at most 256 turns, in order.
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+        /// Retry key: a retry with the same key writes nothing (with
+        /// --file, batch N uses `<key>-N`).
         #[arg(long)]
         idempotency_key: Option<String>,
         /// Fail with ABORTED unless the session's next seq is this.
@@ -299,53 +307,99 @@ async fn run(cli: Cli) -> Result<(), String> {
             role,
             speaker,
             content,
+            file,
             idempotency_key,
             expected_next_seq,
             lease_epoch,
             client,
         } => {
-            let mut c = connect(&client).await?;
-            let role = match role {
-                RoleArg::User => pb::Role::User,
-                RoleArg::Assistant => pb::Role::Assistant,
-                RoleArg::System => pb::Role::System,
-                RoleArg::Tool => pb::Role::Tool,
-            };
-            let r = c
-                .append_turns(pb::AppendTurnsRequest {
-                    namespace: target.namespace,
-                    session_id: target.session,
-                    turns: vec![pb::NewTurn {
+            let batches: Vec<Vec<pb::NewTurn>> = match (&file, content) {
+                (Some(path), _) => {
+                    let mut input: Box<dyn std::io::BufRead> = if path.as_os_str() == "-" {
+                        Box::new(std::io::BufReader::new(std::io::stdin().lock()))
+                    } else {
+                        Box::new(std::io::BufReader::new(
+                            std::fs::File::open(path)
+                                .map_err(|e| format!("cannot open {}: {e}", path.display()))?,
+                        ))
+                    };
+                    let turns = turns_file::read(&mut input)?;
+                    turns.chunks(FILE_BATCH).map(<[_]>::to_vec).collect()
+                }
+                (None, content) => {
+                    let role = match role {
+                        RoleArg::User => pb::Role::User,
+                        RoleArg::Assistant => pb::Role::Assistant,
+                        RoleArg::System => pb::Role::System,
+                        RoleArg::Tool => pb::Role::Tool,
+                    };
+                    vec![vec![pb::NewTurn {
                         role: role as i32,
                         speaker,
-                        content,
+                        content: content.unwrap_or_default(),
                         ..Default::default()
-                    }],
-                    idempotency_key: idempotency_key.unwrap_or_default(),
-                    expected_next_seq: expected_next_seq.unwrap_or(0),
-                    lease_epoch: lease_epoch.unwrap_or(0),
-                })
-                .await
-                .map_err(status_line)?
-                .into_inner();
-            if client.json {
-                let v = serde_json::json!({
-                    "first_seq": r.first_seq,
-                    "last_seq": r.last_seq,
-                    "token_counts": r.token_counts,
-                    "total_tokens": r.total_tokens,
-                    "replayed": r.replayed,
-                });
-                println!("{v}");
-                return Ok(());
+                    }]]
+                }
+            };
+            let mut c = connect(&client).await?;
+            let many = batches.len() > 1;
+            let mut expected = expected_next_seq.unwrap_or(0);
+            for (i, turns) in batches.into_iter().enumerate() {
+                let key = match &idempotency_key {
+                    Some(k) if file.is_some() => format!("{k}-{i}"),
+                    Some(k) => k.clone(),
+                    None => String::new(),
+                };
+                let r = c
+                    .append_turns(pb::AppendTurnsRequest {
+                        namespace: target.namespace.clone(),
+                        session_id: target.session.clone(),
+                        turns,
+                        idempotency_key: key,
+                        expected_next_seq: expected,
+                        lease_epoch: lease_epoch.unwrap_or(0),
+                    })
+                    .await
+                    .map_err(|s| {
+                        let line = status_line(s);
+                        if many {
+                            format!("batch {i} (earlier batches were appended): {line}")
+                        } else {
+                            line
+                        }
+                    })?
+                    .into_inner();
+                if expected != 0 {
+                    expected = r.last_seq + 1;
+                }
+                if client.json {
+                    let v = serde_json::json!({
+                        "first_seq": r.first_seq,
+                        "last_seq": r.last_seq,
+                        "token_counts": r.token_counts,
+                        "total_tokens": r.total_tokens,
+                        "replayed": r.replayed,
+                    });
+                    println!("{v}");
+                } else if r.first_seq == r.last_seq {
+                    println!(
+                        "seq {} ({} tokens; session total {}){}",
+                        r.first_seq,
+                        r.token_counts.first().copied().unwrap_or(0),
+                        r.total_tokens,
+                        if r.replayed { " [replayed]" } else { "" }
+                    );
+                } else {
+                    println!(
+                        "seqs {}-{} ({} tokens; session total {}){}",
+                        r.first_seq,
+                        r.last_seq,
+                        r.token_counts.iter().map(|&n| u64::from(n)).sum::<u64>(),
+                        r.total_tokens,
+                        if r.replayed { " [replayed]" } else { "" }
+                    );
+                }
             }
-            println!(
-                "seq {} ({} tokens; session total {}){}",
-                r.first_seq,
-                r.token_counts.first().copied().unwrap_or(0),
-                r.total_tokens,
-                if r.replayed { " [replayed]" } else { "" }
-            );
             Ok(())
         }
         Command::Bundle {
@@ -704,6 +758,10 @@ pub(crate) async fn connect(args: &ClientArgs) -> Result<MemoryClient, String> {
     })
     .await
 }
+
+/// Turns per AppendTurns call when appending a file (the daemon's
+/// default `max_turns_per_append`).
+const FILE_BATCH: usize = 256;
 
 /// Runs store work off the async runtime.
 async fn blocking(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Result<(), String> {
