@@ -93,6 +93,7 @@ fn main() {
         figures.insert("search".into(), to_json(&report));
     }
     write_json(&serde_json::Value::Object(figures));
+    write_markdown(which == Which::All);
 }
 
 /// Which benchmarks to run.
@@ -164,13 +165,51 @@ fn to_json(value: &impl Serialize) -> serde_json::Value {
 }
 
 /// `$CARGO_TARGET_DIR/bench/mnemo_bench.json`, or under `./target`.
-fn write_json(value: &serde_json::Value) {
+/// Everything the report prints, kept to be written as Markdown too.
+static REPORT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// `println!` that also keeps the line for the Markdown report.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let line = format!($($arg)*);
+        println!("{line}");
+        let mut report = $crate::REPORT.lock().unwrap_or_else(|p| p.into_inner());
+        report.push_str(&line);
+        report.push('\n');
+    }};
+}
+
+/// Where the figures go: `target/bench/` (or `$CARGO_TARGET_DIR/bench/`).
+fn bench_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
     let dir = target.join("bench");
     std::fs::create_dir_all(&dir).expect("cannot create the bench output directory");
-    let path = dir.join("mnemo_bench.json");
+    dir
+}
+
+/// A full run (`all`) also writes its tables to `docs/benchmarks-latest.md`;
+/// every run writes them to `target/bench/mnemo_bench.md`.
+fn write_markdown(full: bool) {
+    let tables = REPORT.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let path = bench_dir().join("mnemo_bench.md");
+    std::fs::write(&path, &tables).expect("cannot write the bench Markdown");
+    if full {
+        let doc = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks-latest.md");
+        let text = format!(
+            "# Latest full benchmark run\n\nWritten by `cargo bench --bench mnemo_bench -- all` \
+             (the harness overwrites this file; the commented figures and their history are in \
+             [benchmarks.md](benchmarks.md)).\n\n```text\n{tables}```\n"
+        );
+        std::fs::write(&doc, text).expect("cannot write docs/benchmarks-latest.md");
+        println!("tables written to {}", doc.display());
+    }
+}
+
+fn write_json(value: &serde_json::Value) {
+    let path = bench_dir().join("mnemo_bench.json");
     let text = serde_json::to_string_pretty(value).expect("a JSON value always serializes");
     std::fs::write(&path, text + "\n").expect("cannot write the bench JSON");
     println!("\nfigures written to {}", path.display());
@@ -202,9 +241,9 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 fn print_derived(figures: &[Derived]) {
-    println!("\n| figure | value |\n|---|---:|");
+    out!("\n| figure | value |\n|---|---:|");
     for f in figures {
-        println!("| {} | {:.2} |", f.name, f.value);
+        out!("| {} | {:.2} |", f.name, f.value);
     }
 }
 
@@ -349,7 +388,7 @@ mod text {
         number support ticket escalate manager approved declined café naïve résumé über";
 
     const SNIPPETS: &[&str] = &[
-        "fn main() { println!(\"{}\", x + 1); }",
+        "fn main() { out!(\"{}\", x + 1); }",
         "{\"order_id\": 48213, \"status\": \"shipped\", \"items\": [1, 2, 3]}",
         "SELECT id, name FROM users WHERE age > 30 ORDER BY name;",
         "https://example.com/api/v1/orders?page=2&limit=50",
@@ -492,7 +531,7 @@ mod append {
 
     pub fn run() -> Report {
         let scratch = tempfile::tempdir().expect("cannot create a temp dir");
-        println!("append: scratch dir {}", scratch.path().display());
+        out!("append: scratch dir {}", scratch.path().display());
         let raw_write_fdatasync = raw_write_loop(&scratch.path().join("raw.log"));
         let raw_sled_flush_fdatasync = raw_sled_loop(&scratch.path().join("raw-sled"));
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -550,18 +589,18 @@ mod append {
 
     impl Report {
         pub fn print(&self) {
-            println!(
+            out!(
                 "\n## append: one {}-byte turn per call, durable on return\n",
                 text::TURN_BYTES
             );
-            println!("| case | concurrency | ops | p50 (µs) | p99 (µs) | p99.9 (µs) | max (µs) | ops/s | syncs/op |");
-            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+            out!("| case | concurrency | ops | p50 (µs) | p99 (µs) | p99.9 (µs) | max (µs) | ops/s | syncs/op |");
+            out!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
             let rows = [&self.raw_write_fdatasync, &self.raw_sled_flush_fdatasync]
                 .into_iter()
                 .chain(&self.own_sessions)
                 .chain([&self.one_session_16]);
             for r in rows {
-                println!(
+                out!(
                     "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.3} |",
                     r.case,
                     r.concurrency,
@@ -901,7 +940,7 @@ mod usual_stack {
         let redis = match Redis::start(scratch.path()) {
             Ok(r) => r,
             Err(why) => {
-                println!("usual stack: skipped ({why}); install redis-server to compare");
+                out!("usual stack: skipped ({why}); install redis-server to compare");
                 return Report {
                     skipped: Some(why),
                     mnemo: Vec::new(),
@@ -968,18 +1007,18 @@ mod usual_stack {
             if self.skipped.is_some() {
                 return;
             }
-            println!(
+            out!(
                 "\n## the usual stack: Redis (appendfsync always, a list per session) vs mnemo\n"
             );
-            println!("| store | case | concurrency | ops | p50 (µs) | p99 (µs) | ops/s |");
-            println!("|---|---|---:|---:|---:|---:|---:|");
+            out!("| store | case | concurrency | ops | p50 (µs) | p99 (µs) | ops/s |");
+            out!("|---|---|---:|---:|---:|---:|---:|");
             let rows = self
                 .mnemo
                 .iter()
                 .map(|r| ("mnemo", r))
                 .chain(self.redis.iter().map(|r| ("Redis", r)));
             for (store, r) in rows {
-                println!(
+                out!(
                     "| {store} | {} | {} | {} | {} | {} | {:.0} |",
                     r.case, r.concurrency, r.ops, r.p50_us, r.p99_us, r.ops_per_sec
                 );
@@ -1311,11 +1350,11 @@ mod tokens {
 
     impl Report {
         pub fn print(&self) {
-            println!("\n## tokens: cl100k_base, single thread\n");
-            println!("| case | bytes | runs | median (ms) | MB/s | tokens |");
-            println!("|---|---:|---:|---:|---:|---:|");
+            out!("\n## tokens: cl100k_base, single thread\n");
+            out!("| case | bytes | runs | median (ms) | MB/s | tokens |");
+            out!("|---|---:|---:|---:|---:|---:|");
             for c in &self.counts {
-                println!(
+                out!(
                     "| {} | {} | {} | {:.3} | {:.2} | {} |",
                     c.case,
                     c.bytes,
@@ -1489,20 +1528,20 @@ mod summaries {
 
     impl Report {
         pub fn print(&self) {
-            println!("\n## summaries: fold 10 new turns into a stored summary (pipeline, sled, no fsync)\n");
-            println!("| session turns | from scratch (ms) | +10 turns p50 (µs) | +10 turns p99 (µs) | samples |");
-            println!("|---:|---:|---:|---:|---:|");
+            out!("\n## summaries: fold 10 new turns into a stored summary (pipeline, sled, no fsync)\n");
+            out!("| session turns | from scratch (ms) | +10 turns p50 (µs) | +10 turns p99 (µs) | samples |");
+            out!("|---:|---:|---:|---:|---:|");
             for c in &self.cases {
-                println!(
+                out!(
                     "| {} | {:.1} | {} | {} | {} |",
                     c.turns, c.from_scratch_ms, c.fold_10_p50_us, c.fold_10_p99_us, c.samples
                 );
             }
-            println!(
+            out!(
                 "\n+10 turns p50 at 10,000 turns / at 100 turns: {:.2}",
                 self.fold_10_p50_ratio_10000_vs_100
             );
-            println!(
+            out!(
                 "+10 turns p50 at 50,000 turns / at 1,000 turns: {:.2}",
                 self.fold_10_p50_ratio_50000_vs_1000
             );
@@ -1692,14 +1731,14 @@ mod bundles {
 
     impl Report {
         pub fn print(&self) {
-            println!(
+            out!(
                 "\n## bundles: GetContextBundle, budget {} tokens (real daemon, gRPC on 127.0.0.1)\n",
                 self.budget_tokens
             );
-            println!("| session turns | p50 (µs) | p99 (µs) | requests | transcript tokens | bundle tokens | transcript / bundle |");
-            println!("|---:|---:|---:|---:|---:|---:|---:|");
+            out!("| session turns | p50 (µs) | p99 (µs) | requests | transcript tokens | bundle tokens | transcript / bundle |");
+            out!("|---:|---:|---:|---:|---:|---:|---:|");
             for c in &self.cases {
-                println!(
+                out!(
                     "| {} | {} | {} | {} | {} | {} | {:.1} |",
                     c.turns,
                     c.p50_us,
@@ -1710,7 +1749,7 @@ mod bundles {
                     c.transcript_to_bundle_ratio
                 );
             }
-            println!(
+            out!(
                 "\np99 at 100,000 turns / at 100 turns: {:.2} (target ≤ 2); p50: {:.2}",
                 self.p99_ratio_100000_vs_100, self.p50_ratio_100000_vs_100
             );
@@ -2057,11 +2096,11 @@ mod search {
 
     impl Report {
         pub fn print(&self) {
-            println!("\n## search: Search (BM25, limit 10) through the real daemon on 127.0.0.1\n");
-            println!("| indexed turns | search p50 (µs) | p99 (µs) | searches | GetSession p50 / p99 (µs) | p99 / GetSession p99 | append (s) | index catch-up (s) | turns/s appended + indexed | mean hits |");
-            println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            out!("\n## search: Search (BM25, limit 10) through the real daemon on 127.0.0.1\n");
+            out!("| indexed turns | search p50 (µs) | p99 (µs) | searches | GetSession p50 / p99 (µs) | p99 / GetSession p99 | append (s) | index catch-up (s) | turns/s appended + indexed | mean hits |");
+            out!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
             for c in &self.cases {
-                println!(
+                out!(
                     "| {} | {} | {} | {} | {} / {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} |",
                     c.indexed_turns,
                     c.search_p50_us,
@@ -2076,10 +2115,10 @@ mod search {
                     c.mean_hits
                 );
             }
-            println!("\n| indexed turns | raw text (MB) | store on disk (MB) | store bytes / turn | store / raw | index (MB) | index / raw | RSS now / peak (MB) |");
-            println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+            out!("\n| indexed turns | raw text (MB) | store on disk (MB) | store bytes / turn | store / raw | index (MB) | index / raw | RSS now / peak (MB) |");
+            out!("|---:|---:|---:|---:|---:|---:|---:|---:|");
             for c in &self.cases {
-                println!(
+                out!(
                     "| {} | {:.1} | {:.1} | {:.0} | {:.2} | {:.1} | {:.2} | {:.0} / {:.0} |",
                     c.indexed_turns,
                     c.raw_content_bytes as f64 / 1e6,
@@ -2092,7 +2131,7 @@ mod search {
                     c.peak_rss_mb
                 );
             }
-            println!(
+            out!(
                 "\nsearch p99, largest / 10,000 turns: {:.2}; index on disk: {:.1} MB",
                 self.p99_ratio_largest_vs_10000,
                 self.index_bytes as f64 / 1e6
@@ -2294,11 +2333,11 @@ mod floor {
 
     impl Report {
         pub fn print(&self) {
-            println!("\n## floor: the cheapest RPC against real ones (gRPC on 127.0.0.1, 8 connections)\n");
-            println!("| RPC | concurrency | p50 (µs) | p99 (µs) | requests | per second | p99 / Health p99 |");
-            println!("|---|---:|---:|---:|---:|---:|---:|");
+            out!("\n## floor: the cheapest RPC against real ones (gRPC on 127.0.0.1, 8 connections)\n");
+            out!("| RPC | concurrency | p50 (µs) | p99 (µs) | requests | per second | p99 / Health p99 |");
+            out!("|---|---:|---:|---:|---:|---:|---:|");
             for c in &self.cases {
-                println!(
+                out!(
                     "| {} | {} | {} | {} | {} | {:.0} | {:.2} |",
                     c.rpc,
                     c.concurrency,
