@@ -1007,9 +1007,7 @@ mod usual_stack {
             if self.skipped.is_some() {
                 return;
             }
-            out!(
-                "\n## the usual stack: Redis (appendfsync always, a list per session) vs mnemo\n"
-            );
+            out!("\n## the usual stack: Redis (appendfsync always, a list per session) vs mnemo\n");
             out!("| store | case | concurrency | ops | p50 (µs) | p99 (µs) | ops/s |");
             out!("|---|---|---:|---:|---:|---:|---:|");
             let rows = self
@@ -1020,7 +1018,12 @@ mod usual_stack {
             for (store, r) in rows {
                 out!(
                     "| {store} | {} | {} | {} | {} | {} | {:.0} |",
-                    r.case, r.concurrency, r.ops, r.p50_us, r.p99_us, r.ops_per_sec
+                    r.case,
+                    r.concurrency,
+                    r.ops,
+                    r.p50_us,
+                    r.p99_us,
+                    r.ops_per_sec
                 );
             }
             print_derived(&self.derived);
@@ -1534,7 +1537,11 @@ mod summaries {
             for c in &self.cases {
                 out!(
                     "| {} | {:.1} | {} | {} | {} |",
-                    c.turns, c.from_scratch_ms, c.fold_10_p50_us, c.fold_10_p99_us, c.samples
+                    c.turns,
+                    c.from_scratch_ms,
+                    c.fold_10_p50_us,
+                    c.fold_10_p99_us,
+                    c.samples
                 );
             }
             out!(
@@ -1751,7 +1758,8 @@ mod bundles {
             }
             out!(
                 "\np99 at 100,000 turns / at 100 turns: {:.2} (target ≤ 2); p50: {:.2}",
-                self.p99_ratio_100000_vs_100, self.p50_ratio_100000_vs_100
+                self.p99_ratio_100000_vs_100,
+                self.p50_ratio_100000_vs_100
             );
         }
     }
