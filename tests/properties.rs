@@ -606,3 +606,35 @@ proptest! {
         prop_assert!(!md.is_empty());
     }
 }
+
+/// Found by cargo-fuzz: a clause read alone ("…apr@`,!6…") dated an action
+/// April 6 while the whole turn reads as April 2, and the validator (which
+/// reads the whole turn) refused the summary. Now only a date the turn
+/// states is kept.
+#[test]
+fn an_action_is_dated_as_its_whole_turn_reads() {
+    let bytes = b",\x002\x00\x00\x00\x01\x00\x00\x00\x00+\x00!\x0c@,\x00\x04apr@`,!\x0c@,0@,\x002\x00\x00\x00\x00\x00\x01\x00\x00!\x0c@,\x00\x0capr@`,!6\xef,0";
+    let turn = Turn {
+        seq: 1,
+        role: Role::User,
+        speaker: "speaker-0".into(),
+        content: String::from_utf8_lossy(bytes).into_owned(),
+        client_time: None,
+        server_time: 1_700_000_000_000_000_000,
+        tool_call: None,
+        metadata: BTreeMap::new(),
+        token_count: 1,
+    };
+    let ctx = SummaryContext {
+        context_limit_tokens: 8000,
+        bundle_tokens: 100,
+        trigger: summarize::model::Trigger::Requested,
+        version: 1,
+        now: 1_800_000_000_000_000_000,
+        high_risk: true,
+    };
+    let s = summarize::summarize(std::slice::from_ref(&turn), &ctx);
+    assert!(!s.pending_actions.is_empty());
+    let cited: BTreeMap<u64, Turn> = [(1, turn)].into_iter().collect();
+    assert_eq!(summarize::validate::validate(&s, &cited, 1), Ok(()));
+}

@@ -468,6 +468,11 @@ impl FoldState {
             .map(|p| p.speaker.clone())
             .collect();
         let turn_priority = rules::priority(text);
+        // The dates the whole turn states. A clause read alone can date
+        // differently (its cut-off context pairs a month with another
+        // number); only a date the turn as a whole states is kept, which
+        // is what the validator checks.
+        let mut in_turn: Option<Vec<String>> = None;
         for c in sentences {
             if c.cues.decision || !c.cues.maybe_action {
                 continue;
@@ -478,9 +483,12 @@ impl FoldState {
                     continue;
                 };
                 let owner = self.owner_name(cue.owner, speaker);
-                let deadline = rules::deadline(clause, time)
-                    .or_else(|| rules::deadline(c.text, time))
-                    .or_else(|| rules::deadline(text, time))
+                let stated = in_turn.get_or_insert_with(|| rules::deadlines(text, time));
+                let deadline = [clause, c.text]
+                    .into_iter()
+                    .filter_map(|x| rules::deadline(x, time))
+                    .find(|d| stated.contains(d))
+                    .or_else(|| stated.first().cloned())
                     .unwrap_or_default();
                 let depends_on = rules::depends_on(clause)
                     .into_iter()
