@@ -142,13 +142,12 @@ impl Keys {
             .iter()
             .map(|k| {
                 let mut hash = [0u8; 32];
-                for (i, byte) in hash.iter_mut().enumerate() {
-                    // validate() checked 64 hex digits.
-                    *byte = u8::from_str_radix(&k.sha256[2 * i..2 * i + 2], 16).unwrap_or(0);
-                }
-                (hash, k.clone())
+                // validate() checked 64 lowercase hex digits.
+                hex::decode_to_slice(&k.sha256, &mut hash)
+                    .map_err(|e| Error::invalid(format!("auth key {:?}: {e}", k.name)))?;
+                Ok((hash, k.clone()))
             })
-            .collect();
+            .collect::<Result<Vec<_>>>()?;
         Ok(Keys {
             enabled: config.enabled(loopback),
             keys: std::sync::Arc::new(keys),
@@ -297,13 +296,9 @@ pub fn new_key() -> Result<(String, String)> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
         .map_err(|e| Error::Internal(format!("the OS gave no randomness: {e}")))?;
-    let key = format!("mnemo_{}", hex(&bytes));
-    let hash = hex(&Sha256::digest(key.as_bytes()));
+    let key = format!("mnemo_{}", hex::encode(bytes));
+    let hash = hex::encode(Sha256::digest(key.as_bytes()));
     Ok((key, hash))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ impl PageToken {
             PageToken::FactsAfter(id) => format!("f1:{id}"),
             PageToken::EpisodesAfter(t, id) => format!("e1:{t}:{id}"),
         };
-        raw.bytes().map(|b| format!("{b:02x}")).collect()
+        hex::encode(raw)
     }
 
     /// Parses a token; `None` for the empty (first-page) token.
@@ -47,11 +47,9 @@ impl PageToken {
         if token.len() % 2 != 0 || token.len() > 512 {
             return Err(bad());
         }
-        let bytes = (0..token.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&token[i..i + 2], 16))
-            .collect::<Result<Vec<u8>, _>>()
-            .map_err(|_| bad())?;
+        // Slicing by byte offsets would panic inside a multi-byte
+        // character; the decoder rejects anything but hex digits.
+        let bytes = hex::decode(token).map_err(|_| bad())?;
         let raw = String::from_utf8(bytes).map_err(|_| bad())?;
         if let Some(id) = raw.strip_prefix("s1:") {
             return Ok(Some(PageToken::SessionsAfter(id.to_owned())));
@@ -104,7 +102,7 @@ mod tests {
             assert_eq!(PageToken::decode(&t.encode()).unwrap(), Some(t));
         }
         assert_eq!(PageToken::decode("").unwrap(), None);
-        for bad in ["zz", "abc", "7831", &"00".repeat(300)] {
+        for bad in ["zz", "abc", "7831", &"00".repeat(300), "aéb", "éé"] {
             assert!(
                 matches!(PageToken::decode(bad), Err(Error::InvalidArgument(_))),
                 "{bad}"

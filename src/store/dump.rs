@@ -133,7 +133,7 @@ fn to_json(codec: Codec, bytes: &[u8], what: impl Fn() -> String) -> Result<Valu
         Codec::ActionStatus => j::<ActionStatus>(bytes, what),
         Codec::Id => j::<String>(bytes, what),
         Codec::Outbox => j::<IndexChange>(bytes, what),
-        Codec::Raw => Ok(Value::String(hex(bytes))),
+        Codec::Raw => Ok(Value::String(hex::encode(bytes))),
     }
 }
 
@@ -160,7 +160,7 @@ fn from_json(codec: Codec, v: Value) -> std::result::Result<Vec<u8>, String> {
         Codec::Id => e::<String>(v),
         Codec::Outbox => Err("search outbox entries are not imported".into()),
         Codec::Raw => match v {
-            Value::String(s) => unhex(&s).ok_or_else(|| "not hex".to_string()),
+            Value::String(s) => hex::decode(&s).map_err(|e| e.to_string()),
             _ => Err("expected a hex string".into()),
         },
     }
@@ -236,13 +236,15 @@ pub fn export<E: Engine>(
             return Err(Error::DataLoss(format!(
                 "unknown record tag {:?} under key {}",
                 key[0] as char,
-                hex(key)
+                hex::encode(key)
             )));
         };
-        let value = to_json(codec, value, || format!("{kind} record {}", hex(key)))?;
+        let value = to_json(codec, value, || {
+            format!("{kind} record {}", hex::encode(key))
+        })?;
         let line = Line {
             kind: kind.to_owned(),
-            key: hex(key),
+            key: hex::encode(key),
             value,
         };
         writeln!(out, "{}", json_line(&line)?).map_err(io)?;
@@ -299,7 +301,7 @@ pub fn import<E: Engine>(
             continue;
         }
         let l: Line = serde_json::from_value(v).map_err(|e| bad(n, e.to_string()))?;
-        let key = unhex(&l.key).ok_or_else(|| bad(n, "the key is not hex".into()))?;
+        let key = hex::decode(&l.key).map_err(|e| bad(n, format!("the key is not hex: {e}")))?;
         let tag = tag_of(&l.kind).ok_or_else(|| bad(n, format!("unknown kind {:?}", l.kind)))?;
         if key.first() != Some(&tag) {
             return Err(bad(
@@ -391,7 +393,10 @@ pub fn verify<E: Engine>(
             progress(r.records);
         }
         let Some((kind, codec)) = kind_of(key[0]) else {
-            note(&mut r, format!("unknown record tag under key {}", hex(key)));
+            note(
+                &mut r,
+                format!("unknown record tag under key {}", hex::encode(key)),
+            );
             return Ok(());
         };
         let p = parts(key);
@@ -521,18 +526,4 @@ fn each_entry<E: Engine>(
 
 fn json_line<T: Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }

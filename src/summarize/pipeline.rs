@@ -108,7 +108,7 @@ pub fn run(
             fold.through_tokens as f64 / post_tokens as f64
         },
         summarizer: SUMMARIZER.to_string(),
-        covered_turns_sha256: hex(&fold.chain_hash),
+        covered_turns_sha256: hex::encode(fold.chain_hash),
         validation_passed: verdict.is_ok(),
         validation_errors: verdict.clone().err().unwrap_or_default(),
         decisions: summary.decisions.len() as u32,
@@ -181,10 +181,6 @@ fn chain(prev: &[u8; 32], turn: &Turn) -> Result<[u8; 32]> {
     h.update(prev);
     h.update(&bytes);
     Ok(h.finalize().into())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every turn the summary cites: the new ones from memory, older ones by
