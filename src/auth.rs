@@ -35,7 +35,8 @@ pub enum Role {
 }
 
 impl Role {
-    fn name(self) -> &'static str {
+    /// The role's name as the contract and messages spell it.
+    pub fn name(self) -> &'static str {
         match self {
             Role::Read => "READ",
             Role::Write => "WRITE",

@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthConfig;
 use crate::error::{Error, Result};
+use crate::memory::validate::{
+    MAX_METADATA_ENTRIES, MAX_METADATA_KEY_BYTES, MAX_METADATA_VALUE_BYTES, MAX_NAME_BYTES,
+};
 
 /// Which storage engine to run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -32,9 +35,14 @@ pub enum LogFormat {
 }
 
 /// The most a turn's metadata, speaker and framing add to its text in a
-/// response (64 entries of a 128-byte key and a 4,096-byte value, two
-/// 256-byte names, and 1 KiB of fields and framing).
-pub const MAX_TURN_OVERHEAD_BYTES: usize = 64 * (128 + 4096 + 8) + 2 * 256 + 1024;
+/// response: every metadata entry at its limits (8 bytes of framing each),
+/// two names, and 1 KiB of fields and framing. 272,384 bytes.
+pub const MAX_TURN_OVERHEAD_BYTES: usize = MAX_METADATA_ENTRIES
+    * (MAX_METADATA_KEY_BYTES + MAX_METADATA_VALUE_BYTES + 8)
+    + 2 * MAX_NAME_BYTES
+    + 1024;
+// The README and docs quote the figure.
+const _: () = assert!(MAX_TURN_OVERHEAD_BYTES == 272_384);
 
 /// Limits that keep every request and queue bounded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -47,11 +47,8 @@ pub fn key(cmd: KeyCommand) -> Result<(), String> {
                 return Err("--namespace must name a namespace or be \"*\"".into());
             }
             let (key, sha256) = auth::new_key().map_err(|e| e.to_string())?;
-            let role = match role {
-                Role::Read => "read",
-                Role::Write => "write",
-                Role::Admin => "admin",
-            };
+            // The config spells roles in lowercase.
+            let role = role.name().to_lowercase();
             if json {
                 let v = serde_json::json!({
                     "key": key,
@@ -117,7 +114,7 @@ pub struct VerifyArgs {
 
 /// Opens the sled data directory the overrides name (the daemon must be
 /// stopped: the directory is locked while it runs).
-fn open_store(overrides: &Overrides) -> Result<(SledStore, PathBuf), String> {
+pub(super) fn open_store(overrides: &Overrides) -> Result<(SledStore, PathBuf), String> {
     let config = Config::resolve(overrides).map_err(|e| e.to_string())?;
     if config.store != StoreKind::Sled {
         return Err("this command works on the sled store's data directory".into());

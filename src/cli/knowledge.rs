@@ -4,10 +4,10 @@
 use clap::{Subcommand, ValueEnum};
 
 use super::{connect, status_line, ClientArgs};
-use crate::config::{Config, Overrides, StoreKind};
+use crate::config::Overrides;
 use crate::pb;
 use crate::search::SearchIndex;
-use crate::store::{LongTermStore, SledStore, Store};
+use crate::store::{LongTermStore, Store};
 
 /// `mnemo fact ...`.
 #[derive(Debug, Subcommand)]
@@ -420,12 +420,8 @@ pub async fn episodes(a: EpisodesArgs) -> Result<(), String> {
 /// Runs `mnemo reindex`: rebuilds the search index of a stopped daemon's
 /// data directory from its store.
 pub fn reindex(overrides: &Overrides) -> Result<(), String> {
-    let config = Config::resolve(overrides).map_err(|e| e.to_string())?;
-    if config.store != StoreKind::Sled {
-        return Err("reindex works on the sled store's data directory".into());
-    }
-    let store = SledStore::open(&config.data_dir).map_err(|e| e.to_string())?;
-    let dir = config.data_dir.join(crate::server::SEARCH_INDEX_DIR);
+    let (store, data_dir) = super::admin::open_store(overrides)?;
+    let dir = data_dir.join(crate::server::SEARCH_INDEX_DIR);
     if dir.exists() {
         std::fs::remove_dir_all(&dir)
             .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
