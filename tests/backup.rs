@@ -9,7 +9,6 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use common::{append_req, config_for, turn, user_turn, TestServer};
 use mnemo::pb;
@@ -107,21 +106,7 @@ async fn fill(dir: &Path) {
         .unwrap();
     }
     // Wait for the closed session's episode, so the export holds one.
-    for _ in 0..200 {
-        let eps = c
-            .list_episodes(pb::ListEpisodesRequest {
-                namespace: "shop".into(),
-                subject_id: "cust-42".into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        if !eps.episodes.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::episodes_until(&mut c, "shop", "cust-42", 1).await;
     server.stop().await;
 }
 
@@ -208,25 +193,7 @@ async fn export_then_import_is_lossless_and_verify_passes() {
         .into_inner();
     assert!(facts.facts.iter().any(|f| f.key == "plan"));
     // The search index was rebuilt from the imported records.
-    let mut found = false;
-    for _ in 0..200 {
-        match c
-            .search(pb::SearchRequest {
-                namespace: "shop".into(),
-                query: "espresso grinder".into(),
-                limit: 5,
-                ..Default::default()
-            })
-            .await
-        {
-            Ok(r) if !r.get_ref().hits.is_empty() => {
-                found = true;
-                break;
-            }
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-    assert!(found, "search did not find an imported turn");
+    common::search_until(&mut c, "shop", "", "espresso grinder", |h| !h.is_empty()).await;
     server.stop().await;
     ok(mnemo(&["verify", "--data-dir", path(&dst)]));
 

@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use mnemo::pb;
 use mnemo::pb::memory_service_client::MemoryServiceClient;
@@ -47,16 +45,6 @@ async fn facts(c: &mut Client, ns: &str, subject: &str, history: bool) -> Vec<pb
     .facts
 }
 
-fn search_request(ns: &str, subject: &str, query: &str) -> pb::SearchRequest {
-    pb::SearchRequest {
-        namespace: ns.into(),
-        subject_id: subject.into(),
-        query: query.into(),
-        limit: 10,
-        ..Default::default()
-    }
-}
-
 async fn search(c: &mut Client, ns: &str, subject: &str, query: &str) -> pb::SearchResponse {
     c.search(search_request(ns, subject, query))
         .await
@@ -66,33 +54,6 @@ async fn search(c: &mut Client, ns: &str, subject: &str, query: &str) -> pb::Sea
 
 /// Searches until `pred` holds of the hits (the index catches up within a
 /// fraction of a second; the deadline is generous for loaded machines).
-async fn search_until(
-    c: &mut Client,
-    ns: &str,
-    subject: &str,
-    query: &str,
-    pred: impl Fn(&[pb::SearchHit]) -> bool,
-) -> Vec<pb::SearchHit> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = c.search(search_request(ns, subject, query)).await;
-        let hits = match r {
-            Ok(r) => r.into_inner().hits,
-            // While the index is rebuilt from the store.
-            Err(e) if e.code() == Code::Unavailable => Vec::new(),
-            Err(e) => panic!("search: {e}"),
-        };
-        if pred(&hits) {
-            return hits;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "search {query:?} never matched: {hits:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn create_with_subject(c: &mut Client, ns: &str, id: &str, subject: &str) {
     c.create_session(pb::CreateSessionRequest {
         namespace: ns.into(),
@@ -102,27 +63,6 @@ async fn create_with_subject(c: &mut Client, ns: &str, id: &str, subject: &str) 
     })
     .await
     .expect("create");
-}
-
-async fn episodes_until(c: &mut Client, ns: &str, subject: &str, n: usize) -> Vec<pb::Episode> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let eps = c
-            .list_episodes(pb::ListEpisodesRequest {
-                namespace: ns.into(),
-                subject_id: subject.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("list episodes")
-            .into_inner()
-            .episodes;
-        if eps.len() >= n {
-            return eps;
-        }
-        assert!(Instant::now() < deadline, "{n} episodes never appeared");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn bundle(c: &mut Client, ns: &str, id: &str, budget: u32) -> pb::ContextBundle {

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mnemo::config::{Config, StoreKind};
 use mnemo::pb;
@@ -16,6 +17,7 @@ use mnemo::server::Daemon;
 use mnemo::store::commit::Stats;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
+use tonic::Code;
 
 /// A daemon serving on a loopback port until `stop` (or drop). It runs on
 /// its own runtime thread, as in production: ending a test never cancels
@@ -296,7 +298,7 @@ impl Binary {
             }
         });
         let (addr, pid) = rx
-            .recv_timeout(std::time::Duration::from_secs(60))
+            .recv_timeout(Duration::from_secs(60))
             .expect("daemon reports its address");
         Binary {
             child,
@@ -322,5 +324,73 @@ impl Binary {
             .status()
             .expect("kill -TERM");
         self.child.wait().expect("reap")
+    }
+}
+
+/// A search of `query` in a namespace (and subject, unless empty), 10 hits.
+pub fn search_request(ns: &str, subject: &str, query: &str) -> pb::SearchRequest {
+    pb::SearchRequest {
+        namespace: ns.into(),
+        subject_id: subject.into(),
+        query: query.into(),
+        limit: 10,
+        ..Default::default()
+    }
+}
+
+/// Searches until `pred` holds for the hits (at most 30 s; the index is
+/// updated shortly after each write, and answers UNAVAILABLE while it is
+/// rebuilt).
+pub async fn search_until(
+    c: &mut MemoryServiceClient<Channel>,
+    ns: &str,
+    subject: &str,
+    query: &str,
+    pred: impl Fn(&[pb::SearchHit]) -> bool,
+) -> Vec<pb::SearchHit> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c.search(search_request(ns, subject, query)).await;
+        let hits = match r {
+            Ok(r) => r.into_inner().hits,
+            // While the index is rebuilt from the store.
+            Err(e) if e.code() == Code::Unavailable => Vec::new(),
+            Err(e) => panic!("search: {e}"),
+        };
+        if pred(&hits) {
+            return hits;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "search {query:?} never matched: {hits:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Lists a subject's episodes until there are at least `n` (at most 30 s).
+pub async fn episodes_until(
+    c: &mut MemoryServiceClient<Channel>,
+    ns: &str,
+    subject: &str,
+    n: usize,
+) -> Vec<pb::Episode> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let eps = c
+            .list_episodes(pb::ListEpisodesRequest {
+                namespace: ns.into(),
+                subject_id: subject.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("list episodes")
+            .into_inner()
+            .episodes;
+        if eps.len() >= n {
+            return eps;
+        }
+        assert!(Instant::now() < deadline, "{n} episodes never appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
