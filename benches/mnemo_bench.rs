@@ -343,6 +343,41 @@ mod measure {
         }
     }
 
+    /// Runs one task per worker state; each calls `op` while the shared
+    /// budget lasts, timing every call (`op` takes the state and hands it
+    /// back, so a client or connection can live in it). Returns the merged
+    /// latencies and the time the whole run took.
+    pub async fn concurrent<W, F, Fut>(states: Vec<W>, op: F) -> (Histogram<u64>, Duration)
+    where
+        W: Send + 'static,
+        F: Fn(W) -> Fut + Clone + Send + 'static,
+        Fut: std::future::Future<Output = W> + Send + 'static,
+    {
+        let budget = std::sync::Arc::new(Budget::new());
+        let start = Instant::now();
+        let tasks: Vec<_> = states
+            .into_iter()
+            .map(|mut state| {
+                let (budget, op) = (budget.clone(), op.clone());
+                tokio::spawn(async move {
+                    let mut hist = histogram();
+                    while budget.take() {
+                        let t = Instant::now();
+                        state = op(state).await;
+                        record(&mut hist, t.elapsed());
+                    }
+                    hist
+                })
+            })
+            .collect();
+        let mut hist = histogram();
+        for task in tasks {
+            hist.add(task.await.expect("a benchmark worker panicked"))
+                .expect("histograms with equal bounds always add");
+        }
+        (hist, start.elapsed())
+    }
+
     /// Runs `op(i)` in a loop on this thread, timing each call.
     pub fn sync_loop(case: &str, mut op: impl FnMut(u64)) -> LoopResult {
         let budget = Budget::new();
@@ -496,7 +531,6 @@ mod append {
     use std::path::{Path, PathBuf};
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
-    use std::time::Instant;
 
     use mnemo::config::Config;
     use mnemo::pb;
@@ -508,7 +542,7 @@ mod append {
     use tokio::task::JoinHandle;
     use tonic::transport::Channel;
 
-    use super::measure::{self, Budget, LoopResult};
+    use super::measure::{self, LoopResult};
     use super::{print_derived, ratio, text, Derived};
 
     /// One HTTP/2 connection serializes its streams' frames, so appenders
@@ -744,23 +778,13 @@ mod append {
         }
 
         let (syncs_before, requests_before) = daemon.sync_counters();
-        let budget = Arc::new(Budget::new());
-        let start = Instant::now();
-        let workers: Vec<_> = clients
-            .into_iter()
-            .zip(sessions)
-            .zip(turns)
-            .map(|((client, session), turn)| {
-                tokio::spawn(appender(client, session, turn, budget.clone()))
+        let states: Vec<_> = clients.into_iter().zip(sessions).zip(turns).collect();
+        let (hist, elapsed) =
+            measure::concurrent(states, |((mut client, session), turn)| async move {
+                append_one(&mut client, &session, &turn).await;
+                ((client, session), turn)
             })
-            .collect();
-        let mut hist = measure::histogram();
-        for w in workers {
-            let h = w.await.expect("an appender panicked");
-            hist.add(h)
-                .expect("histograms with equal bounds always add");
-        }
-        let elapsed = start.elapsed();
+            .await;
         let (syncs_after, requests_after) = daemon.sync_counters();
         LoopResult::new(case, concurrency, elapsed, &hist)
             .with_syncs(syncs_after - syncs_before, requests_after - requests_before)
@@ -815,22 +839,6 @@ mod append {
             .session_id
     }
 
-    /// Appends until the shared budget runs out; returns its latencies.
-    async fn appender(
-        mut client: Client,
-        session: String,
-        turn: String,
-        budget: Arc<Budget>,
-    ) -> hdrhistogram::Histogram<u64> {
-        let mut hist = measure::histogram();
-        while budget.take() {
-            let t = Instant::now();
-            append_one(&mut client, &session, &turn).await;
-            measure::record(&mut hist, t.elapsed());
-        }
-        hist
-    }
-
     async fn append_one(client: &mut Client, session: &str, content: &str) {
         let req = pb::AppendTurnsRequest {
             namespace: NAMESPACE.into(),
@@ -857,7 +865,6 @@ mod usual_stack {
     use std::net::TcpListener;
     use std::path::Path;
     use std::process::{Child, Command, Stdio};
-    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     use mnemo::pb;
@@ -866,7 +873,7 @@ mod usual_stack {
     use tonic::transport::Channel;
 
     use super::append::{self, RunningDaemon, SessionLayout, APPENDERS_PER_CHANNEL};
-    use super::measure::{self, Budget, LoopResult};
+    use super::measure::{self, LoopResult};
     use super::{print_derived, ratio, text, Derived};
 
     /// Turns in the session both reads come from, and the turns read.
@@ -1046,39 +1053,23 @@ mod usual_stack {
     /// worker on its own list.
     async fn redis_append(redis: &Redis, concurrency: usize) -> LoopResult {
         let conns = redis_pool(redis, concurrency).await;
-        let turns = text::turns(concurrency, 3);
-        let budget = Arc::new(Budget::new());
-        let start = Instant::now();
-        let workers: Vec<_> = conns
+        let states: Vec<_> = conns
             .into_iter()
-            .zip(turns)
+            .zip(text::turns(concurrency, 3))
             .enumerate()
-            .map(|(i, (mut con, turn))| {
-                let budget = budget.clone();
-                tokio::spawn(async move {
-                    let mut hist = measure::histogram();
-                    let key = format!("session:{concurrency}:{i}");
-                    while budget.take() {
-                        let t = Instant::now();
-                        let _: i64 = redis::cmd("RPUSH")
-                            .arg(&key)
-                            .arg(&turn)
-                            .query_async(&mut con)
-                            .await
-                            .expect("RPUSH failed");
-                        measure::record(&mut hist, t.elapsed());
-                    }
-                    hist
-                })
-            })
+            .map(|(i, (con, turn))| (con, format!("session:{concurrency}:{i}"), turn))
             .collect();
-        let hist = collect(workers).await;
-        LoopResult::new(
-            "RPUSH, a list per appender",
-            concurrency,
-            start.elapsed(),
-            &hist,
-        )
+        let (hist, elapsed) = measure::concurrent(states, |(mut con, key, turn)| async move {
+            let _: i64 = redis::cmd("RPUSH")
+                .arg(&key)
+                .arg(&turn)
+                .query_async(&mut con)
+                .await
+                .expect("RPUSH failed");
+            (con, key, turn)
+        })
+        .await;
+        LoopResult::new("RPUSH, a list per appender", concurrency, elapsed, &hist)
     }
 
     /// `LRANGE key -20 -1` on a list of 1,000 turns.
@@ -1094,37 +1085,20 @@ mod usual_stack {
                 .expect("RPUSH failed");
         }
         let conns = redis_pool(redis, concurrency).await;
-        let budget = Arc::new(Budget::new());
-        let start = Instant::now();
-        let workers: Vec<_> = conns
-            .into_iter()
-            .map(|mut con| {
-                let (budget, key) = (budget.clone(), key.clone());
-                tokio::spawn(async move {
-                    let mut hist = measure::histogram();
-                    while budget.take() {
-                        let t = Instant::now();
-                        let got: Vec<String> = redis::cmd("LRANGE")
-                            .arg(&key)
-                            .arg(-(READ_LAST as i64))
-                            .arg(-1)
-                            .query_async(&mut con)
-                            .await
-                            .expect("LRANGE failed");
-                        assert_eq!(got.len() as u64, READ_LAST);
-                        measure::record(&mut hist, t.elapsed());
-                    }
-                    hist
-                })
-            })
-            .collect();
-        let hist = collect(workers).await;
-        LoopResult::new(
-            "LRANGE the last 20 of 1,000",
-            concurrency,
-            start.elapsed(),
-            &hist,
-        )
+        let states: Vec<_> = conns.into_iter().map(|con| (con, key.clone())).collect();
+        let (hist, elapsed) = measure::concurrent(states, |(mut con, key)| async move {
+            let got: Vec<String> = redis::cmd("LRANGE")
+                .arg(&key)
+                .arg(-(READ_LAST as i64))
+                .arg(-1)
+                .query_async(&mut con)
+                .await
+                .expect("LRANGE failed");
+            assert_eq!(got.len() as u64, READ_LAST);
+            (con, key)
+        })
+        .await;
+        LoopResult::new("LRANGE the last 20 of 1,000", concurrency, elapsed, &hist)
     }
 
     /// `ListTurns` of the last 20 turns of a 1,000-turn session.
@@ -1175,51 +1149,28 @@ mod usual_stack {
             .await
             .expect("Summarize failed");
         let clients = append::connect_pool(daemon.addr, concurrency).await;
-        let budget = Arc::new(Budget::new());
-        let start = Instant::now();
-        let workers: Vec<_> = clients
-            .into_iter()
-            .map(|mut c| {
-                let (budget, id) = (budget.clone(), id.clone());
-                tokio::spawn(async move {
-                    let mut hist = measure::histogram();
-                    while budget.take() {
-                        let t = Instant::now();
-                        let got = c
-                            .list_turns(pb::ListTurnsRequest {
-                                namespace: "bench".into(),
-                                session_id: id.clone(),
-                                from_seq: READ_SESSION_TURNS - READ_LAST + 1,
-                                ..Default::default()
-                            })
-                            .await
-                            .expect("ListTurns failed")
-                            .into_inner();
-                        assert_eq!(got.turns.len() as u64, READ_LAST);
-                        measure::record(&mut hist, t.elapsed());
-                    }
-                    hist
+        let states: Vec<_> = clients.into_iter().map(|c| (c, id.clone())).collect();
+        let (hist, elapsed) = measure::concurrent(states, |(mut c, id)| async move {
+            let got = c
+                .list_turns(pb::ListTurnsRequest {
+                    namespace: "bench".into(),
+                    session_id: id.clone(),
+                    from_seq: READ_SESSION_TURNS - READ_LAST + 1,
+                    ..Default::default()
                 })
-            })
-            .collect();
-        let hist = collect(workers).await;
+                .await
+                .expect("ListTurns failed")
+                .into_inner();
+            assert_eq!(got.turns.len() as u64, READ_LAST);
+            (c, id)
+        })
+        .await;
         LoopResult::new(
             "ListTurns the last 20 of 1,000",
             concurrency,
-            start.elapsed(),
+            elapsed,
             &hist,
         )
-    }
-
-    async fn collect(
-        workers: Vec<tokio::task::JoinHandle<hdrhistogram::Histogram<u64>>>,
-    ) -> hdrhistogram::Histogram<u64> {
-        let mut hist = measure::histogram();
-        for w in workers {
-            hist.add(w.await.expect("a worker panicked"))
-                .expect("histograms with equal bounds always add");
-        }
-        hist
     }
 }
 
