@@ -256,9 +256,8 @@ namespaced!(
 /// The request's message if its caller may do what needs `role` in the
 /// request's namespace; PERMISSION_DENIED otherwise.
 pub fn admit<T: Namespaced>(request: Request<T>, role: Role) -> Result<T, Status> {
-    let caller = request.extensions().get::<Caller>().cloned();
-    let msg = request.into_inner();
-    match caller {
+    let (_, extensions, msg) = request.into_parts();
+    match extensions.get::<Caller>() {
         Some(Caller::Anyone) => Ok(msg),
         Some(Caller::Key {
             name,
@@ -273,7 +272,7 @@ pub fn admit<T: Namespaced>(request: Request<T>, role: Role) -> Result<T, Status
                 ))
                 .into());
             }
-            if has < role {
+            if *has < role {
                 tracing::info!(key = %name, "key role too low");
                 return Err(Error::PermissionDenied(format!(
                     "this call needs a {} key; this key is {}",
