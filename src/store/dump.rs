@@ -175,6 +175,11 @@ fn parts(key: &[u8]) -> Vec<&[u8]> {
         .collect()
 }
 
+/// Component `i` of `parts` as text, for messages ("" when absent).
+fn part_text(parts: &[&[u8]], i: usize) -> String {
+    String::from_utf8_lossy(parts.get(i).copied().unwrap_or_default()).into_owned()
+}
+
 /// Whether the record under `key` (with `value`) is inside `scope`.
 fn in_scope(scope: &Scope, key: &[u8], value: &[u8]) -> bool {
     let tag = key.first().copied().unwrap_or(0);
@@ -329,9 +334,7 @@ pub fn import<E: Engine>(
         if matches!(key[0], keys::SESSION | keys::FACT | keys::REVIEW) && engine.get(key)?.is_some()
         {
             let p = parts(key);
-            let name = |i: usize| {
-                String::from_utf8_lossy(p.get(i).copied().unwrap_or_default()).into_owned()
-            };
+            let name = |i| part_text(&p, i);
             return Err(Error::FailedPrecondition(format!(
                 "the target already holds {} {:?} in namespace {:?}: import into an empty data directory, or delete it first; nothing was imported",
                 kind_of(key[0]).map_or("record", |k| k.0),
@@ -400,8 +403,7 @@ pub fn verify<E: Engine>(
             return Ok(());
         };
         let p = parts(key);
-        let name =
-            |i: usize| String::from_utf8_lossy(p.get(i).copied().unwrap_or_default()).into_owned();
+        let name = |i| part_text(&p, i);
         let what = || format!("{kind} record {}/{}", name(0), name(1));
         if let Err(e) = to_json(codec, value, what) {
             note(&mut r, e.to_string());
