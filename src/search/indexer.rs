@@ -139,7 +139,6 @@ fn rebuild_until_done(store: &dyn Store, index: &SearchIndex, stop: &AtomicBool)
     }
 }
 
-/// Applies one batch of the outbox; returns how many entries it held.
 /// Sleeps for `time`, or less if `stop` is set meanwhile.
 fn pause(stop: &AtomicBool, time: Duration) {
     let step = Duration::from_millis(10);
@@ -151,6 +150,7 @@ fn pause(stop: &AtomicBool, time: Duration) {
     }
 }
 
+/// Applies one batch of the outbox; returns how many entries it held.
 fn drain(store: &dyn Store, index: &SearchIndex, stats: &IndexerStats) -> crate::Result<usize> {
     let batch = store.index_changes(BATCH)?;
     if batch.is_empty() {
