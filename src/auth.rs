@@ -9,6 +9,12 @@
 //! UNAUTHENTICATED; each handler then calls [`admit`] with the namespace
 //! of its request and the role it needs, which gives PERMISSION_DENIED.
 //! Health and reflection stay open (they reveal no stored data).
+//!
+//! The key table can be replaced while serving ([`Keys::reload`]; the
+//! daemon does it on SIGHUP), so keys are added and revoked without a
+//! restart.
+
+use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -127,16 +133,22 @@ pub enum Caller {
     },
 }
 
-/// The key table the interceptor checks against.
+/// The key table the interceptor checks against. Clones share one table,
+/// which [`Keys::reload`] replaces as a whole: a request sees the old
+/// table or the new one, never a mix.
 #[derive(Clone)]
 pub struct Keys {
-    enabled: bool,
-    keys: std::sync::Arc<Vec<([u8; 32], KeyConfig)>>,
+    loopback: bool,
+    table: Arc<RwLock<Arc<Table>>>,
 }
 
-impl Keys {
-    /// The runtime form of `config` (validated first).
-    pub fn new(config: &AuthConfig, loopback: bool) -> Result<Keys> {
+struct Table {
+    enabled: bool,
+    keys: Vec<([u8; 32], KeyConfig)>,
+}
+
+impl Table {
+    fn new(config: &AuthConfig, loopback: bool) -> Result<Table> {
         config.validate(loopback)?;
         let keys = config
             .keys
@@ -149,20 +161,55 @@ impl Keys {
                 Ok((hash, k.clone()))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Keys {
+        Ok(Table {
             enabled: config.enabled(loopback),
-            keys: std::sync::Arc::new(keys),
+            keys,
         })
+    }
+}
+
+impl Keys {
+    /// The runtime form of `config` (validated first) for a daemon that
+    /// listens on a loopback address or not.
+    pub fn new(config: &AuthConfig, loopback: bool) -> Result<Keys> {
+        Ok(Keys {
+            loopback,
+            table: Arc::new(RwLock::new(Arc::new(Table::new(config, loopback)?))),
+        })
+    }
+
+    /// Replaces the key table with `config`'s (validated first, with the
+    /// rules of the address the daemon listens on). On error the keys in
+    /// force stay as they were. Requests already admitted keep running.
+    pub fn reload(&self, config: &AuthConfig) -> Result<()> {
+        let table = Arc::new(Table::new(config, self.loopback)?);
+        *self.table.write().unwrap_or_else(|p| p.into_inner()) = table;
+        Ok(())
+    }
+
+    fn current(&self) -> Arc<Table> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Whether keys are checked.
     pub fn enabled(&self) -> bool {
-        self.enabled
+        self.current().enabled
+    }
+
+    /// How many keys are accepted.
+    pub fn len(&self) -> usize {
+        self.current().keys.len()
+    }
+
+    /// Whether no key is accepted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The caller `authorization` names, or UNAUTHENTICATED.
     pub fn caller(&self, authorization: Option<&[u8]>) -> Result<Caller> {
-        if !self.enabled {
+        let table = self.current();
+        if !table.enabled {
             return Ok(Caller::Anyone);
         }
         let Some(value) = authorization else {
@@ -179,7 +226,7 @@ impl Keys {
         // Every entry is compared, so timing says nothing about which
         // (or whether one) matched.
         let mut found = None;
-        for (hash, k) in self.keys.iter() {
+        for (hash, k) in table.keys.iter() {
             if bool::from(hash.ct_eq(&presented)) {
                 found = Some(k);
             }
@@ -345,6 +392,43 @@ mod tests {
             let e = keys.caller(bad.as_deref()).unwrap_err();
             assert!(matches!(e, Error::Unauthenticated(_)), "{e:?}");
         }
+    }
+
+    #[test]
+    fn a_reload_replaces_the_keys_and_a_bad_one_changes_nothing() {
+        let (keys, old) = keys();
+        let shared = keys.clone();
+        let (new, sha256) = new_key().unwrap();
+        let config = AuthConfig {
+            required: None,
+            keys: vec![KeyConfig {
+                name: "rotated".into(),
+                namespace: "*".into(),
+                role: Role::Read,
+                sha256,
+            }],
+        };
+        keys.reload(&config).unwrap();
+        let bearer = |k: &str| format!("Bearer {k}").into_bytes();
+        assert!(
+            shared.caller(Some(&bearer(&new))).is_ok(),
+            "clones share the table"
+        );
+        assert!(
+            shared.caller(Some(&bearer(&old))).is_err(),
+            "the old key is revoked"
+        );
+        let broken = AuthConfig {
+            required: Some(true),
+            keys: vec![],
+        };
+        assert!(keys.reload(&broken).is_err());
+        assert!(
+            keys.caller(Some(&bearer(&new))).is_ok(),
+            "a bad reload keeps the keys"
+        );
+        keys.reload(&AuthConfig::default()).unwrap();
+        assert!(!keys.enabled(), "loopback without keys: auth off");
     }
 
     #[test]

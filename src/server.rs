@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 use tonic::codegen::http;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 use crate::api::MemoryApi;
-use crate::auth::Keys;
+use crate::auth::{AuthConfig, Keys};
 use crate::config::{Config, StoreKind, TlsConfig};
 use crate::error::{Error, Result};
 use crate::guard::GuardLayer;
@@ -31,6 +32,7 @@ pub const SEARCH_INDEX_DIR: &str = "search-index";
 pub struct Daemon {
     config: Config,
     memory: Arc<Memory>,
+    auth_reloads: Option<mpsc::Receiver<AuthConfig>>,
 }
 
 impl Daemon {
@@ -60,7 +62,19 @@ impl Daemon {
             search_dir,
         )
         .await?;
-        Ok(Daemon { config, memory })
+        Ok(Daemon {
+            config,
+            memory,
+            auth_reloads: None,
+        })
+    }
+
+    /// While serving, replace the API keys with each `[auth]` section
+    /// `reloads` yields (the CLI sends one per SIGHUP). A section that does
+    /// not validate is logged and the keys in force stay.
+    pub fn reload_auth_from(mut self, reloads: mpsc::Receiver<AuthConfig>) -> Daemon {
+        self.auth_reloads = Some(reloads);
+        self
     }
 
     /// The domain layer. Holding a clone past `serve` keeps the store open.
@@ -71,7 +85,7 @@ impl Daemon {
     /// Serves on `listener` until `shutdown` resolves, then stops accepting,
     /// waits for in-flight requests, and makes every write durable.
     pub async fn serve(
-        self,
+        mut self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<()> {
@@ -96,6 +110,10 @@ impl Daemon {
                  (configure [[auth.keys]] to turn it on)"
             );
         }
+        let reloader = self.auth_reloads.take().map(|reloads| {
+            let keys = keys.clone();
+            tokio::spawn(reload_keys(keys, reloads))
+        });
         let memory_service = InterceptedService::new(
             MemoryServiceServer::new(MemoryApi::new(self.memory.clone()))
                 .max_decoding_message_size(limits.max_message_bytes)
@@ -199,6 +217,9 @@ impl Daemon {
                 "shutdown grace period expired; dropping connections still open"
             ),
         }
+        if let Some(task) = reloader {
+            task.abort();
+        }
 
         if let Some(tx) = metrics_stop {
             let _ = tx.send(());
@@ -227,6 +248,29 @@ impl Daemon {
         }
         tracing::info!("store synced and closed; bye");
         Ok(())
+    }
+}
+
+/// Applies each `[auth]` section from `reloads` to `keys` until the
+/// channel closes.
+async fn reload_keys(keys: Keys, mut reloads: mpsc::Receiver<AuthConfig>) {
+    while let Some(auth) = reloads.recv().await {
+        match keys.reload(&auth) {
+            Ok(()) => {
+                tracing::info!(
+                    keys = keys.len(),
+                    auth = keys.enabled(),
+                    "API keys reloaded"
+                );
+                if !keys.enabled() {
+                    tracing::warn!("auth is now off: any process on this machine may read and write every namespace");
+                }
+            }
+            Err(e) => tracing::error!(
+                error = %e,
+                "API keys not reloaded; the keys in force stay"
+            ),
+        }
     }
 }
 

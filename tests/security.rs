@@ -428,3 +428,78 @@ async fn mutual_tls_needs_a_client_certificate_from_the_ca() {
     );
     server.stop().await;
 }
+
+/// A config file with one WRITE key for namespace `ns`.
+fn key_file(path: &Path, sha256: &str) {
+    let text = format!(
+        "[[auth.keys]]\nname = \"agent\"\nnamespace = \"ns\"\nrole = \"write\"\nsha256 = \"{sha256}\"\n"
+    );
+    std::fs::write(path, text).expect("write config");
+}
+
+async fn key_client(addr: &str, key: &str) -> MemoryClient {
+    connect(&ClientOptions {
+        addr: addr.into(),
+        api_key: Some(key.into()),
+        ..ClientOptions::default()
+    })
+    .await
+    .expect("connect")
+}
+
+/// Keys rotate without a restart: on SIGHUP the daemon reads its config
+/// again, the new key works and the old one is refused; a config that does
+/// not validate is logged and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_keys_and_a_bad_config_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mnemo.toml");
+    let (old, old_sha) = new_key().unwrap();
+    let (new, new_sha) = new_key().unwrap();
+    key_file(&config, &old_sha);
+    let daemon = common::Binary::start_with(
+        &dir.path().join("data"),
+        &[],
+        &["--config", config.to_str().unwrap()],
+    );
+    let url = daemon.url();
+    let (mut with_old, mut with_new) = (key_client(&url, &old).await, key_client(&url, &new).await);
+    create(&mut with_old, "before")
+        .await
+        .expect("the first key works");
+    let refused = create(&mut with_new, "early")
+        .await
+        .expect_err("not yet a key");
+    assert_eq!(refused.code(), Code::Unauthenticated);
+
+    key_file(&config, &new_sha);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[summaries]\nqueue = 7\n");
+    std::fs::write(&config, text).unwrap();
+    daemon.signal("HUP");
+    daemon.wait_for_log("API keys reloaded", 1);
+    daemon.wait_for_log("take effect at the next restart", 1);
+    create(&mut with_new, "after")
+        .await
+        .expect("the new key works");
+    let revoked = create(&mut with_old, "late").await.expect_err("revoked");
+    assert_eq!(revoked.code(), Code::Unauthenticated, "{revoked:?}");
+
+    // Auth required with no key at all: refused, the new key stays.
+    std::fs::write(&config, "[auth]\nrequired = true\n").unwrap();
+    daemon.signal("HUP");
+    daemon.wait_for_log("configuration not reloaded", 1);
+    create(&mut with_new, "still")
+        .await
+        .expect("a bad reload keeps the keys");
+    // A file that does not parse: also refused.
+    std::fs::write(&config, "[[auth.keys]\n").unwrap();
+    daemon.signal("HUP");
+    daemon.wait_for_log("configuration not reloaded", 2);
+    create(&mut with_new, "again")
+        .await
+        .expect("still the same keys");
+    drop((with_old, with_new));
+    let status = daemon.terminate();
+    assert!(status.success(), "{status:?}");
+}

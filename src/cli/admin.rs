@@ -58,7 +58,7 @@ pub fn key(cmd: KeyCommand) -> Result<(), String> {
                 return Ok(());
             }
             println!("API key (shown once; the daemon keeps only its hash):\n\n  {key}\n");
-            println!("Add to the daemon's config file and restart it:\n");
+            println!("Add to the daemon's config file, then send it SIGHUP (or restart it):\n");
             println!("[[auth.keys]]");
             println!("name = {}", toml_string(&name));
             println!("namespace = {}", toml_string(&namespace));

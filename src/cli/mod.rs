@@ -11,7 +11,9 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use tokio::sync::mpsc;
 
+use crate::auth::AuthConfig;
 use crate::client::{self, ClientOptions, MemoryClient};
 use crate::config::{Config, LogFormat, Overrides};
 use crate::pb;
@@ -774,6 +776,56 @@ pub(crate) fn status_line(s: tonic::Status) -> String {
     format!("{:?}: {}", s.code(), s.message())
 }
 
+/// On each SIGHUP, reads the configuration again (file, environment and
+/// flags, as at start) and sends its `[auth]` section to the daemon; a
+/// config that does not parse is logged and ignored. Only the keys are
+/// reloaded: other changed settings are reported and wait for a restart.
+fn reload_on_sighup(overrides: Overrides, running: Config) -> mpsc::Receiver<AuthConfig> {
+    let (tx, rx) = mpsc::channel(1);
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGHUP; keys reload only at restart");
+                return;
+            }
+        };
+        while hangups.recv().await.is_some() {
+            let overrides = overrides.clone();
+            let fresh = tokio::task::spawn_blocking(move || Config::resolve(&overrides)).await;
+            let config = match fresh {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "SIGHUP: configuration not reloaded; the keys in force stay");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: reading the configuration failed");
+                    continue;
+                }
+            };
+            let others_changed = Config {
+                auth: running.auth.clone(),
+                ..config.clone()
+            } != running;
+            if others_changed {
+                tracing::warn!(
+                    "SIGHUP: settings other than [auth] changed; they take effect at the next restart"
+                );
+            }
+            tracing::info!("SIGHUP: reloading API keys");
+            if tx.send(config.auth).await.is_err() {
+                return;
+            }
+        }
+    });
+    #[cfg(not(unix))]
+    let _ = (overrides, running, tx);
+    rx
+}
+
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MNEMO_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
@@ -793,8 +845,10 @@ async fn serve(overrides: Overrides) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let reloads = reload_on_sighup(overrides, config.clone());
     let daemon = Daemon::open(config).await.map_err(|e| e.to_string())?;
     daemon
+        .reload_auth_from(reloads)
         .serve(listener, shutdown_signal())
         .await
         .map_err(|e| e.to_string())

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mnemo::config::{Config, StoreKind};
@@ -239,6 +239,8 @@ pub struct Binary {
     pub addr: SocketAddr,
     /// The daemon's own pid (differs from the child's under a wrapper).
     pub pid: u32,
+    /// Every line the daemon has logged so far.
+    pub log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Binary {
@@ -272,6 +274,8 @@ impl Binary {
         let mut child = cmd.spawn().expect("spawn mnemo");
         let stderr = child.stderr.take().expect("piped stderr");
         let (tx, rx) = std::sync::mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = log.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines() {
@@ -279,6 +283,7 @@ impl Binary {
                 if std::env::var_os("MNEMO_TEST_LOG").is_some() {
                     eprintln!("[daemon] {line}");
                 }
+                lines.lock().unwrap().push(line.clone());
                 if !sent {
                     if let Some(rest) = line.split("mnemo listening on ").nth(1) {
                         let addr = rest
@@ -304,6 +309,37 @@ impl Binary {
             child,
             addr: addr.parse().expect("address parses"),
             pid: pid.parse().expect("pid parses"),
+            log,
+        }
+    }
+
+    /// Sends the daemon a signal (`kill -<name>`).
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{name}"), self.pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} {}", self.pid);
+    }
+
+    /// Waits (at most 30 s) until the daemon has logged `times` lines
+    /// that contain `text`.
+    pub fn wait_for_log(&self, text: &str, times: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let seen = || {
+            self.log
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(text))
+                .count()
+        };
+        while seen() < times {
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not log {text:?} {times} times"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
