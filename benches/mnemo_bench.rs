@@ -38,7 +38,8 @@
 //! `all`). Prints Markdown tables and writes every figure to
 //! `target/bench/mnemo_bench.json`. This measures, it does not test: nothing
 //! asserts on timing. Every loop stops at a count or a time limit, whichever
-//! comes first. MB means 10^6 bytes.
+//! comes first. MB means 10^6 bytes. `MNEMO_CACHE_MB` sets the daemon's
+//! sled page cache (default 1024).
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -708,8 +709,14 @@ mod append {
 
     impl RunningDaemon {
         pub async fn start(data_dir: PathBuf) -> RunningDaemon {
+            // `MNEMO_CACHE_MB` sizes sled's page cache, as for `mnemo serve`.
+            let cache_mb = std::env::var("MNEMO_CACHE_MB")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(mnemo::config::DEFAULT_CACHE_MB);
             let config = Config {
                 data_dir,
+                cache_mb,
                 ..Config::default()
             };
             let daemon = Daemon::open(config).await.expect("cannot open the daemon");

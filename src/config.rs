@@ -126,6 +126,11 @@ impl Default for SummaryConfig {
     }
 }
 
+/// sled's own default page cache: 1 GiB.
+pub const DEFAULT_CACHE_MB: u64 = 1024;
+/// Accepted `cache_mb` values: from 8 MiB to 1 TiB.
+pub const CACHE_MB_RANGE: std::ops::RangeInclusive<u64> = 8..=1 << 20;
+
 /// The daemon's configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -139,6 +144,9 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Storage engine.
     pub store: StoreKind,
+    /// Memory for sled's page cache, in MiB (`MNEMO_CACHE_MB`): the main
+    /// part of the daemon's RSS on a large store.
+    pub cache_mb: u64,
     /// Log format.
     pub log_format: LogFormat,
     /// Request and queue limits.
@@ -171,6 +179,7 @@ impl Default for Config {
             metrics_listen: None,
             data_dir: PathBuf::from("./mnemo-data"),
             store: StoreKind::Sled,
+            cache_mb: DEFAULT_CACHE_MB,
             log_format: LogFormat::Text,
             limits: Limits::default(),
             summaries: SummaryConfig::default(),
@@ -198,6 +207,9 @@ pub struct Overrides {
     /// Storage engine [default: sled].
     #[arg(long, env = "MNEMO_STORE", value_enum)]
     pub store: Option<StoreKind>,
+    /// sled page cache in MiB [default: 1024].
+    #[arg(long, env = "MNEMO_CACHE_MB")]
+    pub cache_mb: Option<u64>,
     /// Log format [default: text].
     #[arg(long, env = "MNEMO_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -232,6 +244,9 @@ impl Config {
         if let Some(v) = overrides.store {
             c.store = v;
         }
+        if let Some(v) = overrides.cache_mb {
+            c.cache_mb = v;
+        }
         if let Some(v) = overrides.log_format {
             c.log_format = v;
         }
@@ -241,6 +256,13 @@ impl Config {
 
     /// Rejects limits that would make the daemon unusable.
     pub fn validate(&self) -> Result<()> {
+        if !CACHE_MB_RANGE.contains(&self.cache_mb) {
+            return Err(Error::invalid(format!(
+                "cache_mb must be from {} to {} (MiB of sled page cache)",
+                CACHE_MB_RANGE.start(),
+                CACHE_MB_RANGE.end()
+            )));
+        }
         let l = &self.limits;
         if l.max_message_bytes < 64 * 1024 {
             return Err(Error::invalid(

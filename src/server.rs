@@ -45,7 +45,9 @@ impl Daemon {
             tokio::task::spawn_blocking(move || -> Result<Arc<dyn Store>> {
                 crate::tokens::warm_up();
                 Ok(match cfg.store {
-                    StoreKind::Sled => Arc::new(SledStore::open(&cfg.data_dir)?),
+                    StoreKind::Sled => {
+                        Arc::new(SledStore::open_with_cache(&cfg.data_dir, cfg.cache_mb)?)
+                    }
                     StoreKind::Memory => Arc::new(MemoryStore::default()),
                 })
             })

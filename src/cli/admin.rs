@@ -119,7 +119,8 @@ pub(super) fn open_store(overrides: &Overrides) -> Result<(SledStore, PathBuf), 
     if config.store != StoreKind::Sled {
         return Err("this command works on the sled store's data directory".into());
     }
-    let store = SledStore::open(&config.data_dir).map_err(|e| e.to_string())?;
+    let store =
+        SledStore::open_with_cache(&config.data_dir, config.cache_mb).map_err(|e| e.to_string())?;
     Ok((store, config.data_dir))
 }
 

@@ -150,6 +150,11 @@ impl SledEngine {
     /// Opens (or creates) the database in `dir`. Fails with a clear message
     /// when the directory is held by another process or is unusable.
     pub fn open(dir: &Path) -> Result<Self> {
+        Self::open_with_cache(dir, crate::config::DEFAULT_CACHE_MB << 20)
+    }
+
+    /// As [`SledEngine::open`], with a page cache of `cache_bytes`.
+    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| {
             Error::Storage(format!(
                 "cannot create data directory {}: {e}",
@@ -157,7 +162,11 @@ impl SledEngine {
             ))
         })?;
         let gate = shared();
-        let db = sled::Config::new().path(dir).open().map_err(|e| {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .open()
+            .map_err(|e| {
             let msg = e.to_string();
             if msg.contains("lock") {
                 Error::Storage(format!(

@@ -41,6 +41,14 @@ impl SledStore {
     pub fn open(dir: &std::path::Path) -> Result<Self> {
         Ok(KvStore::new(SledEngine::open(dir)?))
     }
+
+    /// As [`SledStore::open`], with a page cache of `cache_mb` MiB.
+    pub fn open_with_cache(dir: &std::path::Path, cache_mb: u64) -> Result<Self> {
+        Ok(KvStore::new(SledEngine::open_with_cache(
+            dir,
+            cache_mb << 20,
+        )?))
+    }
 }
 
 impl Default for MemoryStore {
