@@ -274,6 +274,16 @@ fn facts_search_episodes_and_reindex_from_the_shell() {
     let err = mnemo(&addr, &["search", "-n", "shop", "--limit", "101", "x"]);
     assert!(!err.status.success());
     assert!(String::from_utf8_lossy(&err.stderr).contains("InvalidArgument"));
+    // The index committed, and tantivy's INFO line per commit stayed out
+    // of the daemon's log (MNEMO_LOG=info does not name tantivy).
+    let chatter = daemon
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("INFO tantivy"))
+        .count();
+    assert_eq!(chatter, 0, "tantivy's INFO lines reached the log");
     assert!(daemon.terminate().success());
 
     // Offline rebuild, then the daemon serves the rebuilt index.

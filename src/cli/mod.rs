@@ -826,10 +826,27 @@ fn reload_on_sighup(overrides: Overrides, running: Config) -> mpsc::Receiver<Aut
     rx
 }
 
+/// The log filter: `MNEMO_LOG`, else `RUST_LOG`, else `info`. tantivy logs
+/// every index commit at INFO (about ten lines a second under load), so it
+/// is held to WARN unless the filter names it.
+fn log_filter() -> String {
+    let asked = std::env::var("MNEMO_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .ok()
+        .filter(|f| !f.trim().is_empty())
+        .unwrap_or_else(|| "info".to_owned());
+    if asked.contains("tantivy") {
+        asked
+    } else {
+        format!("{asked},tantivy=warn")
+    }
+}
+
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MNEMO_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_new(log_filter()).unwrap_or_else(|e| {
+        eprintln!("invalid log filter in MNEMO_LOG or RUST_LOG ({e}); logging at info");
+        tracing_subscriber::EnvFilter::new("info,tantivy=warn")
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
