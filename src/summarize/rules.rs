@@ -1027,9 +1027,9 @@ fn add_business_days(mut z: i64, n: i64) -> i64 {
 /// ISO dates are taken as written; month-day dates ("March 20", "20th of
 /// March") take the turn's year, or the next year when already past;
 /// relative ones are resolved against `at` (the turn's time, UTC):
-/// "today"/"tonight"/"end of day" (that day), "tomorrow" (+1), "<weekday>"
-/// or "by <weekday>" (the next such day, 1–7 days on), "this <weekday>"
-/// (0–6 days on), "next <weekday>" (the one in the following week),
+/// "today"/"tonight"/"end of day" (that day), "tomorrow" (+1), "`<weekday>`"
+/// or "by `<weekday>`" (the next such day, 1–7 days on), "this `<weekday>`"
+/// (0–6 days on), "next `<weekday>`" (the one in the following week),
 /// "in/within N days|weeks|business days", "end of (the) week" (the coming
 /// Friday), "end of next week", "end of (the) month".
 pub fn deadlines(text: &str, at: UnixNanos) -> Vec<String> {
