@@ -782,16 +782,18 @@ pub(crate) fn status_line(s: tonic::Status) -> String {
 /// reloaded: other changed settings are reported and wait for a restart.
 fn reload_on_sighup(overrides: Overrides, running: Config) -> mpsc::Receiver<AuthConfig> {
     let (tx, rx) = mpsc::channel(1);
+    // The handler is installed here, before the daemon opens and says it
+    // listens: from then on a SIGHUP never takes the default action (exit).
+    #[cfg(unix)]
+    let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGHUP; keys reload only at restart");
+            return rx;
+        }
+    };
     #[cfg(unix)]
     tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGHUP; keys reload only at restart");
-                return;
-            }
-        };
         while hangups.recv().await.is_some() {
             let overrides = overrides.clone();
             let fresh = tokio::task::spawn_blocking(move || Config::resolve(&overrides)).await;
