@@ -283,6 +283,44 @@ async fn background_summaries_every_n_turns_then_on_request() {
     assert_ne!(log[0].covered_turns_sha256, log[1].covered_turns_sha256);
 }
 
+/// Summarize without `wait`: when nothing is new the latest summary is the
+/// answer and nothing is queued; with new turns the work is queued and
+/// written in the background.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summarize_without_waiting_answers_or_queues() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create(&mut c, "s", 100, pb::RiskLevel::Normal).await;
+    append_all(&mut c, "s", billing_dispute()).await;
+    let no_wait = pb::SummarizeRequest {
+        namespace: "ns".into(),
+        session_id: "s".into(),
+        wait: false,
+    };
+    let r = c.summarize(no_wait.clone()).await.unwrap().into_inner();
+    assert!(r.queued && r.summary.is_none(), "{r:?}");
+    let first = wait_version(&mut c, "s", 1).await;
+    assert_eq!(first.summarized_through_seq, 25);
+
+    let r = c.summarize(no_wait.clone()).await.unwrap().into_inner();
+    assert!(!r.queued, "nothing new: nothing queued");
+    let latest = r.summary.expect("nothing new: the latest summary");
+    assert_eq!((latest.version, latest.covers_through_seq), (1, 25));
+
+    append_all(
+        &mut c,
+        "s",
+        vec![turn(pb::Role::User, "u", "One more thing.")],
+    )
+    .await;
+    let r = c.summarize(no_wait).await.unwrap().into_inner();
+    assert!(r.queued && r.summary.is_none(), "{r:?}");
+    assert_eq!(
+        wait_version(&mut c, "s", 2).await.summarized_through_seq,
+        26
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn incremental_summary_equals_one_from_scratch() {
     let server = TestServer::start().await;

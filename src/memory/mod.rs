@@ -542,8 +542,8 @@ impl Memory {
     }
 
     /// Summarizes the turns not yet covered. With `wait`, returns the new
-    /// (or, when nothing is new, the latest) summary; else queues the work
-    /// and returns `None`.
+    /// (or, when nothing is new, the latest) summary. Without, returns the
+    /// latest when nothing is new, else queues the work and returns `None`.
     pub async fn summarize(
         self: &Arc<Self>,
         ns: &str,
@@ -557,6 +557,15 @@ impl Memory {
             )));
         }
         if !wait {
+            // Nothing new: the latest summary is the answer and nothing is
+            // queued (the contract promises it).
+            if session.summary.version > 0 && session.summary.through_seq >= session.last_seq() {
+                match self.get_summary(ns, session_id, 0).await {
+                    Ok(s) if s.covers_through_seq >= session.last_seq() => return Ok(Some(s)),
+                    Ok(_) | Err(Error::NotFound(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
             let me = self.clone();
             let (ns, id) = (ns.to_owned(), session_id.to_owned());
             tokio::spawn(async move {
