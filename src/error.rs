@@ -19,9 +19,10 @@ pub enum Error {
     /// The named thing already exists.
     #[error("{0}")]
     AlreadyExists(String),
-    /// The target's state forbids the operation (e.g. a closed session).
-    #[error("{0}")]
-    FailedPrecondition(String),
+    /// The target's state forbids the operation (e.g. a closed session);
+    /// the reason is for programs, the message for people.
+    #[error("{1}")]
+    FailedPrecondition(Precondition, String),
     /// An optimistic-concurrency check failed; re-read and retry.
     #[error("{0}")]
     Aborted(String),
@@ -107,6 +108,48 @@ fn clipped(mut msg: String) -> String {
     msg
 }
 
+/// Why a request met FAILED_PRECONDITION, sent to clients as the
+/// [`REASON`] trailer so programs can branch without parsing messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    /// A write carried a lease epoch older than the session's: a handoff
+    /// moved the session, and this writer must stop.
+    StaleLeaseEpoch,
+    /// A write carried a lease epoch newer than the session's.
+    LeaseEpochAhead,
+    /// A handoff named a `from_agent` that does not own the session.
+    NotOwner,
+    /// The session is closed and accepts no more turns.
+    SessionClosed,
+    /// An idempotency key was reused for a different append.
+    IdempotencyKeyReused,
+    /// The session has no turns to summarize.
+    NoTurns,
+    /// The review item was already resolved.
+    AlreadyResolved,
+    /// An import would overwrite data the target already holds.
+    ImportConflict,
+}
+
+impl Precondition {
+    /// The reason as sent in the trailer, e.g. `STALE_LEASE_EPOCH`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precondition::StaleLeaseEpoch => "STALE_LEASE_EPOCH",
+            Precondition::LeaseEpochAhead => "LEASE_EPOCH_AHEAD",
+            Precondition::NotOwner => "NOT_OWNER",
+            Precondition::SessionClosed => "SESSION_CLOSED",
+            Precondition::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            Precondition::NoTurns => "NO_TURNS",
+            Precondition::AlreadyResolved => "ALREADY_RESOLVED",
+            Precondition::ImportConflict => "IMPORT_CONFLICT",
+        }
+    }
+}
+
+/// Trailer of a FAILED_PRECONDITION status: the [`Precondition`] reason.
+pub const REASON: &str = "mnemo-reason";
+
 /// Trailer of a lagged watcher's status: the seq to resume from.
 pub const RESUME_FROM_SEQ: &str = "mnemo-resume-from-seq";
 
@@ -117,7 +160,7 @@ impl From<Error> for tonic::Status {
             Error::InvalidArgument(_) => Code::InvalidArgument,
             Error::NotFound(_) => Code::NotFound,
             Error::AlreadyExists(_) => Code::AlreadyExists,
-            Error::FailedPrecondition(_) => Code::FailedPrecondition,
+            Error::FailedPrecondition(..) => Code::FailedPrecondition,
             Error::Aborted(_) => Code::Aborted,
             Error::ResourceExhausted(_) | Error::Lagged { .. } => Code::ResourceExhausted,
             Error::Unauthenticated(_) => Code::Unauthenticated,
@@ -128,10 +171,19 @@ impl From<Error> for tonic::Status {
             Error::Internal(_) => Code::Internal,
         };
         let mut status = tonic::Status::new(code, clipped(e.to_string()));
-        if let Error::Lagged { resume_from_seq } = e {
-            status
-                .metadata_mut()
-                .insert(RESUME_FROM_SEQ, resume_from_seq.into());
+        match e {
+            Error::Lagged { resume_from_seq } => {
+                status
+                    .metadata_mut()
+                    .insert(RESUME_FROM_SEQ, resume_from_seq.into());
+            }
+            Error::FailedPrecondition(reason, _) => {
+                status.metadata_mut().insert(
+                    REASON,
+                    tonic::metadata::MetadataValue::from_static(reason.as_str()),
+                );
+            }
+            _ => {}
         }
         status
     }

@@ -155,7 +155,7 @@ fn a_person_can_drive_a_session_from_the_shell() {
     assert!(!late.status.success());
     let err = String::from_utf8_lossy(&late.stderr);
     assert!(
-        err.contains("FailedPrecondition") && err.contains("agent-b"),
+        err.contains("FailedPrecondition (STALE_LEASE_EPOCH)") && err.contains("agent-b"),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -131,22 +131,26 @@ async fn handoff_moves_ownership_and_fences_the_old_owner() {
     .await
     .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&err), "STALE_LEASE_EPOCH");
     assert!(err.message().contains("agent-b"), "{}", err.message());
     // A stale handoff is rejected the same way.
     let err = handoff(&mut c, "h", "agent-a", "agent-c", 1)
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&err), "STALE_LEASE_EPOCH");
     // An epoch from the future too.
     let err = append_as(&mut c, "h", 9, turn(pb::Role::Assistant, "x", "y"))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&err), "LEASE_EPOCH_AHEAD");
     // Only the owner hands off.
     let err = handoff(&mut c, "h", "agent-a", "agent-c", 2)
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&err), "NOT_OWNER");
     assert!(err.message().contains("agent-b"));
     // The new owner writes with its epoch; unfenced appends stay allowed.
     append_as(

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use mnemo::error::Precondition;
 use mnemo::memory::facts::{FactFilter, FactOrigin, NewFact, PutOutcome};
 use mnemo::memory::types::*;
 use mnemo::store::{IndexChange, MemoryStore, SledStore, Store};
@@ -140,10 +141,13 @@ fn conflicts_and_closed_sessions_write_nothing(store: &dyn Store) {
     let e = store
         .update_session("ns", "s", &mut |s| {
             s.title = "changed".into();
-            Err(Error::FailedPrecondition("no".into()))
+            Err(Error::FailedPrecondition(
+                Precondition::SessionClosed,
+                "no".into(),
+            ))
         })
         .unwrap_err();
-    assert!(matches!(e, Error::FailedPrecondition(_)));
+    assert!(matches!(e, Error::FailedPrecondition(..)));
     assert_eq!(store.get_session("ns", "s").unwrap().title, "");
     store
         .update_session("ns", "s", &mut |s| {
@@ -154,7 +158,10 @@ fn conflicts_and_closed_sessions_write_nothing(store: &dyn Store) {
     let e = store
         .append_turns("ns", "s", &append(&["c"], None, None))
         .unwrap_err();
-    assert!(matches!(e, Error::FailedPrecondition(_)));
+    assert!(matches!(
+        e,
+        Error::FailedPrecondition(Precondition::SessionClosed, _)
+    ));
     assert_eq!(contents(store, "ns", "s"), ["a"]);
 }
 
@@ -176,7 +183,10 @@ fn idempotency_replays_and_detects_reuse(store: &dyn Store) {
     let e = store
         .append_turns("ns", "s", &append(&["zz"], Some("k"), None))
         .unwrap_err();
-    assert!(matches!(e, Error::FailedPrecondition(_)));
+    assert!(matches!(
+        e,
+        Error::FailedPrecondition(Precondition::IdempotencyKeyReused, _)
+    ));
     // A replay is answered even after the session closed.
     store
         .update_session("ns", "s", &mut |s| {

@@ -414,6 +414,7 @@ async fn errors_are_clear() {
     create(&mut c, "empty", 10, pb::RiskLevel::Normal).await;
     let e = summarize(&mut c, "empty").await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&e), "NO_TURNS");
     assert_eq!(
         get_summary(&mut c, "empty", 0, pb::SummaryFormat::Structured)
             .await

@@ -226,6 +226,7 @@ async fn idempotent_retry_writes_nothing() {
     other.idempotency_key = "req-1".into();
     let err = c.append_turns(other).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&err), "IDEMPOTENCY_KEY_REUSED");
     assert!(err.message().contains("idempotency_key"));
     assert_eq!(get_session(&mut c, "ns", "s").await.unwrap().turn_count, 2);
 }
@@ -318,6 +319,7 @@ async fn appending_to_a_closed_session_fails_and_writes_nothing() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&err), "SESSION_CLOSED");
     assert!(err.message().contains("closed"));
     assert_eq!(all_turns(&mut c, "ns", "s").await.len(), 1);
 }

@@ -772,8 +772,17 @@ async fn blocking(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Re
         .map_err(|e| e.to_string())?
 }
 
+/// A failed call in one line: the code, the reason when the daemon sent
+/// one (`mnemo-reason`), and the message.
 pub(crate) fn status_line(s: tonic::Status) -> String {
-    format!("{:?}: {}", s.code(), s.message())
+    match s
+        .metadata()
+        .get(crate::error::REASON)
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(reason) => format!("{:?} ({reason}): {}", s.code(), s.message()),
+        None => format!("{:?}: {}", s.code(), s.message()),
+    }
 }
 
 /// On each SIGHUP, reads the configuration again (file, environment and

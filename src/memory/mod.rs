@@ -25,7 +25,7 @@ use self::types::{
 use self::watch::{Notice, SummaryWritten, WatchHub};
 use crate::bundle::{self, Bundle, BundleRequest};
 use crate::config::{Limits, SummaryConfig};
-use crate::error::{Error, Result};
+use crate::error::{Error, Precondition, Result};
 use crate::search::indexer::Indexer;
 use crate::search::SearchIndex;
 use crate::store::commit::GroupCommit;
@@ -552,9 +552,10 @@ impl Memory {
     ) -> Result<Option<SessionSummary>> {
         let session = self.get_session(ns, session_id).await?;
         if session.turn_count == 0 {
-            return Err(Error::FailedPrecondition(format!(
-                "session {session_id:?} has no turns to summarize"
-            )));
+            return Err(Error::FailedPrecondition(
+                Precondition::NoTurns,
+                format!("session {session_id:?} has no turns to summarize"),
+            ));
         }
         if !wait {
             // Nothing new: the latest summary is the answer and nothing is

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::engine::{Engine, Write};
 use super::{codec, keys, legacy, IdempotencyRecord, IndexChange};
-use crate::error::{Error, Result};
+use crate::error::{Error, Precondition, Result};
 use crate::memory::episodes::{CarriedAction, Episode};
 use crate::memory::facts::Fact;
 use crate::memory::types::{Session, Turn};
@@ -335,7 +335,9 @@ pub fn import<E: Engine>(
         {
             let p = parts(key);
             let name = |i| part_text(&p, i);
-            return Err(Error::FailedPrecondition(format!(
+            return Err(Error::FailedPrecondition(
+                Precondition::ImportConflict,
+                format!(
                 "the target already holds {} {:?} in namespace {:?}: import into an empty data directory, or delete it first; nothing was imported",
                 kind_of(key[0]).map_or("record", |k| k.0),
                 name(1),

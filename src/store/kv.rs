@@ -13,7 +13,7 @@ use super::{
     codec, keys, legacy, plan_append, AppendPlan, Appended, IdempotencyRecord, SessionPage,
     SessionScan, Store,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, Precondition, Result};
 use crate::memory::types::{PreparedAppend, Session, SessionFilter, Turn};
 use crate::summarize::records::{AuditRecord, FoldRecord, ReviewItem, ReviewStatus, SummaryWrite};
 use crate::summarize::SessionSummary;
@@ -638,10 +638,13 @@ impl<E: Engine> Store for KvStore<E> {
                 ))
             })?;
         if item.status != ReviewStatus::Pending {
-            return Err(Error::FailedPrecondition(format!(
-                "review item {review_id:?} is already {:?} by {:?}",
-                item.status, item.reviewer
-            )));
+            return Err(Error::FailedPrecondition(
+                Precondition::AlreadyResolved,
+                format!(
+                    "review item {review_id:?} is already {:?} by {:?}",
+                    item.status, item.reviewer
+                ),
+            ));
         }
         item.status = status;
         item.reviewer = audit.reviewer.clone();

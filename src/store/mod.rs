@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::kv::{KvStore, MemoryStore, SledStore};
 pub use self::long_term::{IndexChange, LongTermStore};
-use crate::error::{Error, Result};
+use crate::error::{Error, Precondition, Result};
 use crate::memory::types::{
     AppendOutcome, PreparedAppend, Session, SessionFilter, SessionState, Turn,
 };
@@ -213,11 +213,15 @@ pub fn check_lease(current: &Session, epoch: u64) -> Result<()> {
     };
     match epoch.cmp(&current.lease_epoch) {
         std::cmp::Ordering::Equal => Ok(()),
-        std::cmp::Ordering::Less => Err(Error::FailedPrecondition(format!(
+        std::cmp::Ordering::Less => Err(Error::FailedPrecondition(
+            Precondition::StaleLeaseEpoch,
+            format!(
             "lease_epoch {epoch} is stale: session {:?} is now owned by {owner} at lease epoch {}; a handoff moved it, so this writer may no longer write",
             current.session_id, current.lease_epoch
         ))),
-        std::cmp::Ordering::Greater => Err(Error::FailedPrecondition(format!(
+        std::cmp::Ordering::Greater => Err(Error::FailedPrecondition(
+            Precondition::LeaseEpochAhead,
+            format!(
             "lease_epoch {epoch} is ahead of session {:?}'s lease epoch {} (owned by {owner}); use the epoch from GetSession or Handoff",
             current.session_id, current.lease_epoch
         ))),
@@ -233,7 +237,9 @@ pub fn plan_append(
 ) -> Result<AppendPlan> {
     if let Some(prev) = previous {
         if prev.fingerprint != append.fingerprint {
-            return Err(Error::FailedPrecondition(format!(
+            return Err(Error::FailedPrecondition(
+                Precondition::IdempotencyKeyReused,
+                format!(
                 "idempotency_key {:?} was already used for a different append to session {:?}; use a new key",
                 append.idempotency_key.as_deref().unwrap_or_default(),
                 current.session_id
@@ -244,20 +250,26 @@ pub fn plan_append(
         return Ok(AppendPlan::Replay(outcome));
     }
     if current.state == SessionState::Closed {
-        return Err(Error::FailedPrecondition(format!(
-            "session {:?} is closed and accepts no more turns",
-            current.session_id
-        )));
+        return Err(Error::FailedPrecondition(
+            Precondition::SessionClosed,
+            format!(
+                "session {:?} is closed and accepts no more turns",
+                current.session_id
+            ),
+        ));
     }
     if let Some(epoch) = append.lease_epoch {
         check_lease(current, epoch)?;
     }
     if let Some(change) = &append.handoff {
         if !current.owner_agent.is_empty() && current.owner_agent != change.from_agent {
-            return Err(Error::FailedPrecondition(format!(
-                "session {:?} is owned by agent {:?}, not {:?}; only the owner can hand it off",
-                current.session_id, current.owner_agent, change.from_agent
-            )));
+            return Err(Error::FailedPrecondition(
+                Precondition::NotOwner,
+                format!(
+                    "session {:?} is owned by agent {:?}, not {:?}; only the owner can hand it off",
+                    current.session_id, current.owner_agent, change.from_agent
+                ),
+            ));
         }
     }
     if let Some(expected) = append.expected_next_seq {

@@ -430,3 +430,13 @@ pub async fn episodes_until(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The machine-readable reason of a FAILED_PRECONDITION status (the
+/// `mnemo-reason` trailer), or "" when there is none.
+pub fn reason(status: &tonic::Status) -> &str {
+    status
+        .metadata()
+        .get(mnemo::error::REASON)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}

@@ -18,6 +18,12 @@ export class MnemoError extends Error {
   readonly details: string;
   /** Trailing metadata of the failed call, when there was a call. */
   readonly metadata: Metadata | undefined;
+  /**
+   * Why a FAILED_PRECONDITION, for programs (the `mnemo-reason` trailer):
+   * 'STALE_LEASE_EPOCH', 'LEASE_EPOCH_AHEAD', 'NOT_OWNER', 'SESSION_CLOSED',
+   * 'IDEMPOTENCY_KEY_REUSED', 'NO_TURNS' or 'ALREADY_RESOLVED'; undefined otherwise.
+   */
+  readonly reason: string | undefined;
 
   constructor(grpcCode: status, details: string, options: { metadata?: Metadata; cause?: unknown } = {}) {
     const code = (status[grpcCode] ?? 'UNKNOWN') as StatusCodeName;
@@ -28,6 +34,8 @@ export class MnemoError extends Error {
     this.grpcCode = status[code];
     this.details = text;
     this.metadata = options.metadata;
+    const reason = options.metadata?.get('mnemo-reason')[0];
+    this.reason = typeof reason === 'string' ? reason : undefined;
   }
 }
 

@@ -119,6 +119,7 @@ test('session lifecycle: create, get, list with pages and filters, close, delete
   assert.deepEqual(closedIds, ['s-1']);
   const error = await rejectsWith(client.appendTurns(ns, 's-1', [{ role: 'USER', content: 'too late' }]), 'FAILED_PRECONDITION');
   assert.match(error.details, /closed/i);
+  assert.equal(error.reason, 'SESSION_CLOSED');
   assert.equal((await client.getSession(ns, 's-1')).turnCount, 0); // nothing written
 
   await client.appendTurns(ns, 's-2', [
@@ -312,7 +313,8 @@ test('a high-risk summary goes through the review queue', async () => {
   const item = await client.resolveReviewItem(ns, pending[0]!.reviewId, 'APPROVED', 'ops:alice', { comment: 'refund ok' });
   assert.deepEqual([item.status, item.reviewer, item.comment], ['APPROVED', 'ops:alice', 'refund ok']);
   assert.ok(item.resolveTime instanceof Date);
-  await rejectsWith(client.resolveReviewItem(ns, item.reviewId, 'REJECTED', 'ops:bob'), 'FAILED_PRECONDITION');
+  const twice = await rejectsWith(client.resolveReviewItem(ns, item.reviewId, 'REJECTED', 'ops:bob'), 'FAILED_PRECONDITION');
+  assert.equal(twice.reason, 'ALREADY_RESOLVED');
 
   assert.deepEqual((await client.listReviewItems(ns)).items, []);
   const resolved = await collect(client.iterReviewItems(ns, { includeResolved: true }));
@@ -368,6 +370,7 @@ test('a handoff moves ownership and fences appends of the old owner', async () =
 
   const fenced = await rejectsWith(client.appendTurns(ns, sessionId, [{ role: 'ASSISTANT', content: 'late reply' }], { leaseEpoch: 1 }), 'FAILED_PRECONDITION');
   assert.match(fenced.details, /agent-b/);
+  assert.equal(fenced.reason, 'STALE_LEASE_EPOCH');
   await rejectsWith(client.handoff(ns, sessionId, { fromAgent: 'agent-a', toAgent: 'agent-c', leaseEpoch: 1 }), 'FAILED_PRECONDITION');
   assert.equal((await client.appendTurns(ns, sessionId, [{ role: 'ASSISTANT', content: 'on it' }], { leaseEpoch: 2 })).firstSeq, 4);
   assert.ok(!(await collect(client.iterTurns(ns, sessionId))).some((t) => t.content === 'late reply'));

@@ -82,9 +82,15 @@ class ResourceExhausted(MnemoError):
 
 class FailedPrecondition(MnemoError):
     """The state forbids it: a closed session, a reused idempotency key, no turns yet,
-    or a stale lease epoch (the session was handed off; the message names the owner)."""
+    or a stale lease epoch (the session was handed off; the message names the owner).
+
+    `reason` says which, for programs: ``"STALE_LEASE_EPOCH"``, ``"LEASE_EPOCH_AHEAD"``,
+    ``"NOT_OWNER"``, ``"SESSION_CLOSED"``, ``"IDEMPOTENCY_KEY_REUSED"``, ``"NO_TURNS"``
+    or ``"ALREADY_RESOLVED"`` (None from a daemon that does not send it).
+    """
 
     status_code = grpc.StatusCode.FAILED_PRECONDITION
+    reason: str | None = None
 
 
 class Aborted(MnemoError):
@@ -136,6 +142,8 @@ _BY_CODE: dict[grpc.StatusCode, type[MnemoError]] = {
 
 # Trailer of a lagged watch's status: the seq to resume from.
 RESUME_FROM_SEQ_TRAILER = "mnemo-resume-from-seq"
+# Trailer of a FAILED_PRECONDITION status: why, as a stable name.
+REASON_TRAILER = "mnemo-reason"
 
 
 def error_from_rpc(error: grpc.RpcError) -> MnemoError:
@@ -147,7 +155,16 @@ def error_from_rpc(error: grpc.RpcError) -> MnemoError:
     result = _BY_CODE.get(code, Unknown)(message, code.name)
     if isinstance(result, ResourceExhausted) and isinstance(error, grpc.Call):
         result.resume_from_seq = _resume_from_seq(error)
+    if isinstance(result, FailedPrecondition) and isinstance(error, grpc.Call):
+        result.reason = _trailer(error, REASON_TRAILER)
     return result
+
+
+def _trailer(call: grpc.Call, name: str) -> str | None:
+    for key, value in call.trailing_metadata() or ():
+        if key == name:
+            return value if isinstance(value, str) else None
+    return None
 
 
 def _resume_from_seq(call: grpc.Call) -> int | None:

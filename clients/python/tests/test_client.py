@@ -105,8 +105,9 @@ def test_session_lifecycle(client: MnemoClient, namespace: str) -> None:
     assert closed.state == "closed"
     assert client.close_session(namespace, "s-1").state == "closed"  # a no-op the second time
     assert [s.session_id for s in client.list_sessions(namespace, state="closed")] == ["s-1"]
-    with pytest.raises(FailedPrecondition):
+    with pytest.raises(FailedPrecondition) as closed_err:
         client.append_turns(namespace, "s-1", [{"role": "user", "content": "too late"}])
+    assert closed_err.value.reason == "SESSION_CLOSED"
 
     client.append_turns(
         namespace, "s-2", [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
@@ -158,8 +159,9 @@ def test_idempotent_retry_replays_and_writes_nothing(client: MnemoClient, namesp
     assert len(list(client.list_turns(namespace, sid))) == 1
 
     # The same key for different turns is refused, and nothing is written.
-    with pytest.raises(FailedPrecondition):
+    with pytest.raises(FailedPrecondition) as reused:
         client.append_turns(namespace, sid, [{"role": "user", "content": "other"}], idempotency_key="retry-1")
+    assert reused.value.reason == "IDEMPOTENCY_KEY_REUSED"
     assert [t.content for t in client.list_turns(namespace, sid)] == ["Any news?"]
 
 
