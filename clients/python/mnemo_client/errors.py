@@ -168,10 +168,8 @@ def _trailer(call: grpc.Call, name: str) -> str | None:
 
 
 def _resume_from_seq(call: grpc.Call) -> int | None:
-    for key, value in call.trailing_metadata() or ():
-        if key == RESUME_FROM_SEQ_TRAILER:
-            try:
-                return int(value)
-            except (TypeError, ValueError):
-                return None  # a malformed trailer is no reason to hide the error itself
-    return None
+    value = _trailer(call, RESUME_FROM_SEQ_TRAILER)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None  # a malformed trailer is no reason to hide the error itself
