@@ -444,6 +444,26 @@ async fn watch(c: &mut Client, id: &str, from: u64) -> tonic::Streaming<pb::Watc
     .into_inner()
 }
 
+/// The `mnemo-first-seq` header of a new watch: the seq of the first turn
+/// it will carry.
+async fn first_seq(c: &mut Client, id: &str, from: u64) -> u64 {
+    let response = c
+        .watch_session(pb::WatchSessionRequest {
+            namespace: "ns".into(),
+            session_id: id.into(),
+            from_seq: from,
+        })
+        .await
+        .unwrap();
+    let header = response.metadata().get("mnemo-first-seq");
+    header
+        .expect("first-seq header")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 fn seqs(events: &[pb::watch_session_response::Event]) -> Vec<u64> {
     use pb::watch_session_response::Event;
     events
@@ -499,6 +519,10 @@ async fn watchers_replay_then_follow_every_event_in_order() {
     );
     let ev = take(&mut w2, 6).await;
     assert_eq!(seqs(&ev), vec![1, 2, 3, 4, 5]);
+    // Each watch says where its turns start: a replay at its from_seq, a
+    // live-only one at the seq the next append gets.
+    assert_eq!(first_seq(&mut c, "w", 3).await, 3);
+    assert_eq!(first_seq(&mut c, "w", 0).await, 6);
     // Live: concurrent appends, a handoff and a close arrive in order.
     let mut live = watch(&mut c, "w", 0).await;
     let mut tasks = Vec::new();

@@ -387,13 +387,17 @@ impl MemoryService for MemoryApi {
         let r = admit(request, Role::Read)?;
         let span = span("WatchSession", &r.namespace, &r.session_id);
         async move {
-            let rx = self
+            let (rx, first_seq) = self
                 .memory
                 .watch(&r.namespace, &r.session_id, r.from_seq)
                 .await?;
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
                 .map(|item| item.map(Into::into).map_err(Status::from));
-            Ok(Response::new(Box::pin(stream) as Self::WatchSessionStream))
+            let mut response = Response::new(Box::pin(stream) as Self::WatchSessionStream);
+            response
+                .metadata_mut()
+                .insert(crate::memory::watch::FIRST_SEQ_HEADER, first_seq.into());
+            Ok(response)
         }
         .instrument(span)
         .await

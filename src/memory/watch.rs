@@ -277,19 +277,26 @@ const OUTGOING: usize = 32;
 /// Turns read per store call by a watch task.
 const READ_CHUNK: usize = 256;
 
+/// Response header of WatchSession: the seq of the first turn the stream
+/// carries (for a live-only watch, the seq the next append gets).
+pub const FIRST_SEQ_HEADER: &str = "mnemo-first-seq";
+
 /// The stream of a watcher: events, then at most one error that ends it.
 pub type WatchStream = mpsc::Receiver<Result<WatchEvent>>;
 
 impl super::Memory {
     /// Watches a session: replays from `from_seq` (0 = live only), then
-    /// streams live events. Errors before the first event (unknown
-    /// session, too many watches) are returned directly.
+    /// streams live events. Returns the stream and the seq of the first
+    /// turn it will carry (`from_seq`, or for a live-only watch the seq
+    /// the next append will get), so a client can resume without a gap.
+    /// Errors before the first event (unknown session, too many watches)
+    /// are returned directly.
     pub async fn watch(
         self: &Arc<Self>,
         ns: &str,
         session_id: &str,
         from_seq: u64,
-    ) -> Result<WatchStream> {
+    ) -> Result<(WatchStream, u64)> {
         super::validate::id("namespace", ns)?;
         super::validate::id("session_id", session_id)?;
         // Subscribe before reading, so nothing falls between the replay
@@ -320,7 +327,7 @@ impl super::Memory {
             next_summary: summaries_from,
         };
         tokio::spawn(watcher.run(head, session.summary.version));
-        Ok(rx)
+        Ok((rx, next_turn))
     }
 
     /// The oldest summary version covering `seq` or later (binary search

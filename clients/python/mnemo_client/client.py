@@ -62,6 +62,8 @@ T = TypeVar("T")
 SummaryFormat = Literal["structured", "json", "markdown"]
 
 # Codes after which repeating an idempotent call can succeed.
+# Response header of WatchSession: the seq of the first turn the stream carries.
+FIRST_SEQ_HEADER = "mnemo-first-seq"
 _RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 _BACKOFF_BASE_SECONDS = 0.1
 _BACKOFF_MAX_SECONDS = 2.0
@@ -713,16 +715,20 @@ class SessionWatch:
     without an error.
 
     `next_seq` is the ``from_seq`` that continues this watch where it
-    stopped: the seq after the last turn received, or the given `from_seq`
-    until a turn arrives. (A live-only watch, `from_seq` 0, that has
-    received no turn yet cannot be continued exactly: the daemon does not
-    say at which seq it started.)
+    stopped: the seq after the last turn received, or until a turn arrives
+    the seq the watch started at (for a live-only watch, `from_seq` 0, the
+    daemon says which: the seq the next append gets).
     """
 
     def __init__(self, call: Any, from_seq: int) -> None:
         self._call = call  # a grpc stream: an iterator of responses and a grpc.Call
         self._cancelled = False
         self.next_seq = from_seq
+        if from_seq == 0:
+            # Waits for the response headers (or the error that ends the call).
+            for key, value in call.initial_metadata() or ():
+                if key == FIRST_SEQ_HEADER and isinstance(value, str) and value.isdigit():
+                    self.next_seq = int(value)
 
     def __iter__(self) -> SessionWatch:
         return self

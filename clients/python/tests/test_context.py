@@ -221,3 +221,14 @@ def test_a_watcher_that_falls_behind_is_told_where_to_resume(
         with mnemo.watch(namespace, sid, from_seq=resume, timeout=WATCH_SECONDS) as again:
             rest = [e.seq for e in islice(again, 203 - resume + 1) if isinstance(e, Turn)]
         assert rest == list(range(resume, 204))
+
+
+def test_a_live_only_watch_knows_where_it_starts(client: MnemoClient, namespace: str) -> None:
+    sid = client.create_session(namespace).session_id
+    client.append_turns(namespace, sid, TURNS[:3])
+    with client.watch(namespace, sid) as events:
+        # Before any event: the daemon said the next append gets seq 4.
+        assert events.next_seq == 4
+        client.append_turns(namespace, sid, [{"role": "user", "content": "one more"}])
+        first = next(events)
+        assert isinstance(first, Turn) and first.seq == 4
