@@ -51,14 +51,8 @@ async fn append_as(
     .map(|r| r.into_inner())
 }
 
-async fn handoff(
-    c: &mut Client,
-    id: &str,
-    from: &str,
-    to: &str,
-    epoch: u64,
-) -> Result<pb::HandoffResponse, tonic::Status> {
-    c.handoff(pb::HandoffRequest {
+fn handoff_req(id: &str, from: &str, to: &str, epoch: u64) -> pb::HandoffRequest {
+    pb::HandoffRequest {
         namespace: "ns".into(),
         session_id: id.into(),
         from_agent: from.into(),
@@ -66,9 +60,20 @@ async fn handoff(
         reason: "shift change".into(),
         lease_epoch: epoch,
         budget_tokens: 4000,
-    })
-    .await
-    .map(|r| r.into_inner())
+        idempotency_key: String::new(),
+    }
+}
+
+async fn handoff(
+    c: &mut Client,
+    id: &str,
+    from: &str,
+    to: &str,
+    epoch: u64,
+) -> Result<pb::HandoffResponse, tonic::Status> {
+    c.handoff(handoff_req(id, from, to, epoch))
+        .await
+        .map(|r| r.into_inner())
 }
 
 /// Waits (bounded) until the session reaches `state`.
@@ -234,6 +239,55 @@ async fn of_concurrent_handoffs_exactly_one_wins() {
     assert_eq!(s.lease_epoch, 2);
     // One handoff event turn, not eight.
     assert_eq!(all_turns(&mut c, "ns", "race").await.len(), 2);
+    server.stop().await;
+}
+
+/// A handoff retried with its idempotency key (after a lost response)
+/// answers with the first outcome instead of a stale-epoch error, and
+/// writes nothing; the key cannot be reused for another request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_retried_with_its_key_replays_the_first_outcome() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_owned(&mut c, "k", "agent-a", 0).await;
+    let said = turn(pb::Role::User, "customer", "Please refund order ORD-77.");
+    append_as(&mut c, "k", 1, said).await.unwrap();
+    let mut req = handoff_req("k", "agent-a", "agent-b", 1);
+    req.idempotency_key = "handoff-1".into();
+    let first = c.handoff(req.clone()).await.unwrap().into_inner();
+    assert!(!first.replayed);
+    assert_eq!((first.lease_epoch, first.event_seq), (2, 2));
+    let first_summary = first.summary.clone().expect("handoff summary");
+
+    // The new owner writes; then the old caller's retry arrives.
+    let late = turn(pb::Role::Assistant, "agent-b", "Refund started.");
+    append_as(&mut c, "k", 2, late).await.unwrap();
+    let again = c.handoff(req.clone()).await.unwrap().into_inner();
+    assert!(again.replayed);
+    assert_eq!((again.lease_epoch, again.event_seq), (2, 2));
+    assert_eq!(
+        again.summary.map(|s| s.version),
+        Some(first_summary.version)
+    );
+    let session = again.session.expect("session");
+    assert_eq!(
+        (session.owner_agent.as_str(), session.lease_epoch),
+        ("agent-b", 2)
+    );
+    assert_eq!(session.turn_count, 3, "nothing written by the retry");
+    assert_eq!(session.summary_version, first_summary.version);
+
+    // The same key for another handoff is refused; without a key the retry
+    // is the stale-epoch error it always was.
+    let mut other = handoff_req("k", "agent-a", "agent-c", 1);
+    other.idempotency_key = "handoff-1".into();
+    let err = c.handoff(other).await.unwrap_err();
+    assert_eq!(reason(&err), "IDEMPOTENCY_KEY_REUSED", "{err:?}");
+    let err = handoff(&mut c, "k", "agent-a", "agent-b", 1)
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "STALE_LEASE_EPOCH");
+    assert_eq!(all_turns(&mut c, "ns", "k").await.len(), 3);
     server.stop().await;
 }
 

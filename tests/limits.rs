@@ -324,35 +324,51 @@ async fn every_limit_accepts_its_value_and_refuses_one_more() {
             code: Code::InvalidArgument,
             says: "4096",
         },
-        |mut c, n| async move {
-            let session = c
-                .get_session(pb::GetSessionRequest {
-                    namespace: "ns".into(),
-                    session_id: "s".into(),
-                })
-                .await?
-                .into_inner()
-                .session
-                .unwrap_or_default();
-            let from = match session.owner_agent.as_str() {
-                "" => "agent-0".to_owned(),
-                owner => owner.to_owned(),
-            };
-            c.handoff(pb::HandoffRequest {
-                namespace: "ns".into(),
-                session_id: "s".into(),
-                from_agent: from,
-                to_agent: format!("agent-{n}"),
-                reason: s(n),
-                lease_epoch: session.lease_epoch,
-                ..Default::default()
-            })
-            .await
-            .map(drop)
+        |c, n| hand_on(c, n, s(n), String::new()),
+    )
+    .await;
+    at_and_past(
+        &c,
+        Limit {
+            name: "handoff idempotency key",
+            limit: 128,
+            code: Code::InvalidArgument,
+            says: "128",
         },
+        // Not the append test's key: keys share the session's key space.
+        |c, n| hand_on(c, n, String::new(), "h".repeat(n)),
     )
     .await;
     server.stop().await;
+}
+
+/// Hands session "s" on to `agent-<n>` from whoever owns it now.
+async fn hand_on(mut c: Client, n: usize, reason: String, key: String) -> Result<(), Status> {
+    let session = c
+        .get_session(pb::GetSessionRequest {
+            namespace: "ns".into(),
+            session_id: "s".into(),
+        })
+        .await?
+        .into_inner()
+        .session
+        .unwrap_or_default();
+    let from = match session.owner_agent.as_str() {
+        "" => "agent-0".to_owned(),
+        owner => owner.to_owned(),
+    };
+    c.handoff(pb::HandoffRequest {
+        namespace: "ns".into(),
+        session_id: "s".into(),
+        from_agent: from,
+        to_agent: format!("agent-{n}"),
+        reason,
+        lease_epoch: session.lease_epoch,
+        idempotency_key: key,
+        ..Default::default()
+    })
+    .await
+    .map(drop)
 }
 
 /// The message-size limit, to the byte: a request whose encoding is

@@ -369,6 +369,7 @@ fn every_request_type_answers_strange_input_cleanly_and_damages_nothing() {
                     namespace: ns,
                     session_id: sid,
                     from_agent: agent.clone(),
+                    idempotency_key: agent.clone(),
                     to_agent: agent,
                     reason: String::new(),
                     lease_epoch: u64::from(recent),

@@ -29,6 +29,7 @@ pub fn handoff_request(r: pb::HandoffRequest) -> HandoffRequest {
         reason: r.reason,
         lease_epoch: r.lease_epoch,
         budget_tokens: r.budget_tokens,
+        idempotency_key: (!r.idempotency_key.is_empty()).then_some(r.idempotency_key),
     }
 }
 
@@ -133,9 +134,10 @@ impl From<Bundle> for pb::ContextBundle {
 impl From<HandoffOutcome> for pb::HandoffResponse {
     fn from(h: HandoffOutcome) -> Self {
         pb::HandoffResponse {
-            lease_epoch: h.session.lease_epoch,
+            lease_epoch: h.lease_epoch,
             session: Some(h.session.into()),
             event_seq: h.event_seq,
+            replayed: h.replayed,
             summary: h.summary.map(Into::into),
             bundle: Some(h.bundle.into()),
         }

@@ -99,6 +99,9 @@ enum Command {
         /// Why.
         #[arg(long, default_value = "")]
         reason: String,
+        /// Retry key: a retry with the same key hands off only once.
+        #[arg(long)]
+        idempotency_key: Option<String>,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -443,6 +446,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             to,
             lease_epoch,
             reason,
+            idempotency_key,
             client,
         } => {
             let mut c = connect(&client).await?;
@@ -455,6 +459,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     reason,
                     lease_epoch,
                     budget_tokens: 0,
+                    idempotency_key: idempotency_key.unwrap_or_default(),
                 })
                 .await
                 .map_err(status_line)?
@@ -464,6 +469,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     "to_agent": to,
                     "lease_epoch": h.lease_epoch,
                     "event_seq": h.event_seq,
+                    "replayed": h.replayed,
                     "bundle": h.bundle.as_ref().map(json::bundle),
                 });
                 println!("{v}");

@@ -94,6 +94,8 @@ pub struct HandoffRequest {
     pub lease_epoch: u64,
     /// Budget of the returned bundle; 0 = the default.
     pub budget_tokens: u32,
+    /// Makes a retry safe: a repeat with the same key replays the outcome.
+    pub idempotency_key: Option<String>,
 }
 
 /// What a handoff did.
@@ -103,6 +105,10 @@ pub struct HandoffOutcome {
     pub session: Session,
     /// The handoff event turn's seq.
     pub event_seq: u64,
+    /// The lease epoch the handoff gave the new owner.
+    pub lease_epoch: u64,
+    /// True when this replays an earlier handoff with the same key.
+    pub replayed: bool,
     /// The HANDOFF summary, when validation accepted it.
     pub summary: Option<SessionSummary>,
     /// The bundle for the new owner.
@@ -795,6 +801,9 @@ impl Memory {
                 "lease_epoch is required: pass the session's current lease epoch (GetSession)",
             ));
         }
+        if let Some(k) = &req.idempotency_key {
+            validate::name("idempotency_key", k, validate::MAX_IDEMPOTENCY_KEY_BYTES)?;
+        }
         if req.budget_tokens != 0 {
             BundleRequest {
                 budget_tokens: req.budget_tokens,
@@ -833,7 +842,7 @@ impl Memory {
         };
         let event = AppendRequest {
             turns: vec![event],
-            idempotency_key: None,
+            idempotency_key: req.idempotency_key.clone(),
             expected_next_seq: None,
             lease_epoch: Some(req.lease_epoch),
         };
@@ -841,11 +850,26 @@ impl Memory {
             .write_append(ns, session_id, event, Some(change))
             .await?;
         let event_seq = appended.outcome.last_seq;
+        let replayed = appended.outcome.replayed;
 
         // The summary covers every turn through the event turn. It runs
         // here rather than through the queue, so a full queue cannot delay
         // the handoff; a concurrent background attempt is retried against.
-        let summary = self.summarize_now(ns, session_id, Trigger::Handoff).await?;
+        // A replay writes nothing: it answers with the first summary that
+        // covers the event turn (none when validation refused it).
+        let summary = if replayed {
+            let latest = appended.session.summary.version;
+            let v = self
+                .first_summary_covering(ns, session_id, event_seq, latest)
+                .await?;
+            match self.get_summary(ns, session_id, v).await {
+                Ok(s) if v <= latest => Some(s),
+                Ok(_) | Err(Error::NotFound(_)) => None,
+                Err(e) => return Err(e),
+            }
+        } else {
+            self.summarize_now(ns, session_id, Trigger::Handoff).await?
+        };
         let budget = match req.budget_tokens {
             0 => {
                 let limit = appended.session.settings.context_limit_tokens;
@@ -869,6 +893,8 @@ impl Memory {
         Ok(HandoffOutcome {
             session: bundle.session.clone(),
             event_seq,
+            lease_epoch: next_epoch,
+            replayed,
             summary,
             bundle,
         })

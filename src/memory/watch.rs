@@ -332,7 +332,7 @@ impl super::Memory {
 
     /// The oldest summary version covering `seq` or later (binary search
     /// over versions 1..=latest, whose coverage only grows).
-    async fn first_summary_covering(
+    pub(super) async fn first_summary_covering(
         &self,
         ns: &str,
         session_id: &str,

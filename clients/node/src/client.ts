@@ -162,6 +162,12 @@ export interface HandoffOptions extends CallOptions {
   reason?: string;
   /** Budget of the bundle returned for `toAgent` (absent: 8000 or the session's context limit). */
   budgetTokens?: number;
+  /**
+   * Makes retries safe: a repeat of a handoff that happened returns its outcome
+   * with `replayed: true` and writes nothing. With a key the call is retried on
+   * UNAVAILABLE; without one it is not.
+   */
+  idempotencyKey?: string;
 }
 
 export interface WatchOptions {
@@ -419,7 +425,8 @@ export class MnemoClient {
    */
   async handoff(namespace: string, sessionId: string, options: HandoffOptions): Promise<HandoffResult> {
     const { timeoutMs, ...fields } = options;
-    return (await this.unary('Handoff', { namespace, sessionId, ...fields }, { idempotent: false, timeoutMs })) as unknown as HandoffResult;
+    const idempotent = Boolean(fields.idempotencyKey);
+    return (await this.unary('Handoff', { namespace, sessionId, ...fields }, { idempotent, timeoutMs })) as unknown as HandoffResult;
   }
 
   /**

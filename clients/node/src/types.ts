@@ -395,6 +395,8 @@ export interface HandoffResult {
   /** null when validation refused the handoff summary (see the audit log). */
   summary: SessionSummary | null;
   bundle: ContextBundle | null;
+  /** True when this answers a retry with the same idempotencyKey: nothing was written. */
+  replayed: boolean;
 }
 
 /** mnemo.v1.SummaryWritten */

@@ -371,9 +371,24 @@ test('a handoff moves ownership and fences appends of the old owner', async () =
   const fenced = await rejectsWith(client.appendTurns(ns, sessionId, [{ role: 'ASSISTANT', content: 'late reply' }], { leaseEpoch: 1 }), 'FAILED_PRECONDITION');
   assert.match(fenced.details, /agent-b/);
   assert.equal(fenced.reason, 'STALE_LEASE_EPOCH');
+  assert.equal(handed.replayed, false);
   await rejectsWith(client.handoff(ns, sessionId, { fromAgent: 'agent-a', toAgent: 'agent-c', leaseEpoch: 1 }), 'FAILED_PRECONDITION');
   assert.equal((await client.appendTurns(ns, sessionId, [{ role: 'ASSISTANT', content: 'on it' }], { leaseEpoch: 2 })).firstSeq, 4);
   assert.ok(!(await collect(client.iterTurns(ns, sessionId))).some((t) => t.content === 'late reply'));
+});
+
+test('a handoff retried with its idempotency key is replayed, not repeated', async () => {
+  const ns = freshNamespace();
+  const { sessionId } = await client.createSession(ns, { ownerAgent: 'agent-a' });
+  await client.appendTurns(ns, sessionId, SUPPORT_TURNS.slice(0, 2), { leaseEpoch: 1 });
+  const request = { fromAgent: 'agent-a', toAgent: 'agent-b', leaseEpoch: 1, idempotencyKey: 'shift-1' };
+  const first = await client.handoff(ns, sessionId, request);
+  const again = await client.handoff(ns, sessionId, request);
+  assert.deepEqual([first.replayed, again.replayed], [false, true]);
+  assert.deepEqual([again.leaseEpoch, again.eventSeq], [first.leaseEpoch, first.eventSeq]);
+  assert.equal((await client.getSession(ns, sessionId)).turnCount, 3);
+  const reused = await rejectsWith(client.handoff(ns, sessionId, { ...request, toAgent: 'agent-c' }), 'FAILED_PRECONDITION');
+  assert.equal(reused.reason, 'IDEMPOTENCY_KEY_REUSED');
 });
 
 test('watchSession replays from a seq, follows live events in order, and ends on abort', { timeout: 30_000 }, async () => {

@@ -79,7 +79,7 @@ const contextBundle: Fields<T.ContextBundle> = {
   pendingActions: true, openQuestions: true, decisions: true, keyFacts: true, recentTurns: true, earlierTurns: true,
   manifest: true, carriedActions: true, facts: true, episodes: true,
 };
-const handoffResult: Fields<T.HandoffResult> = { session: true, leaseEpoch: true, eventSeq: true, summary: true, bundle: true };
+const handoffResult: Fields<T.HandoffResult> = { session: true, leaseEpoch: true, eventSeq: true, summary: true, bundle: true, replayed: true };
 const summaryWritten: Fields<T.SummaryWritten> = { version: true, coversThroughSeq: true, trigger: true };
 const handoffEvent: Fields<T.HandoffEvent> = { fromAgent: true, toAgent: true, reason: true, leaseEpoch: true, seq: true };
 const stateChanged: Fields<T.StateChanged> = { state: true, atSeq: true };

@@ -451,6 +451,7 @@ class MnemoClient:
         *,
         reason: str = "",
         budget_tokens: int = 0,
+        idempotency_key: str = "",
         timeout: float | None = None,
     ) -> HandoffResult:
         """Passes the session from `from_agent` (its owner) to `to_agent`.
@@ -463,9 +464,12 @@ class MnemoClient:
         stale (someone else handed it off first), `from_agent` is not the
         owner, or the session is closed.
 
-        Not retried: a repeat would fail on the epoch it moved. After
-        `Unavailable` or `DeadlineExceeded`, `get_session` tells whether the
-        handoff happened (owner `to_agent`, epoch `lease_epoch` + 1).
+        With `idempotency_key` the call is retried on `Unavailable` and
+        `DeadlineExceeded`: a repeat of a handoff that happened returns its
+        outcome with ``replayed=True`` and writes nothing. Without a key it
+        is not retried (a repeat would fail on the epoch it moved); then
+        `get_session` tells whether the handoff happened (owner `to_agent`,
+        epoch `lease_epoch` + 1).
         """
         request = context_pb2.HandoffRequest(
             namespace=namespace,
@@ -475,8 +479,9 @@ class MnemoClient:
             reason=reason,
             lease_epoch=lease_epoch,
             budget_tokens=budget_tokens,
+            idempotency_key=idempotency_key,
         )
-        response = self._call("Handoff", request, idempotent=False, timeout=timeout)
+        response = self._call("Handoff", request, idempotent=bool(idempotency_key), timeout=timeout)
         return from_message(HandoffResult, response)
 
     def watch(

@@ -356,6 +356,7 @@ class HandoffResult:
     event_seq: int  # the handoff event turn (role "system")
     summary: dict[str, Any] | None  # trigger "handoff"; None when validation refused it
     bundle: ContextBundle
+    replayed: bool = False  # a retry with the same idempotency key: nothing was written
 
 
 # Watch events: `MnemoClient.watch` yields `Turn`s and the three below.

@@ -232,3 +232,16 @@ def test_a_live_only_watch_knows_where_it_starts(client: MnemoClient, namespace:
         client.append_turns(namespace, sid, [{"role": "user", "content": "one more"}])
         first = next(events)
         assert isinstance(first, Turn) and first.seq == 4
+
+
+def test_a_handoff_retried_with_its_key_is_replayed(client: MnemoClient, namespace: str) -> None:
+    sid = client.create_session(namespace, owner_agent="agent-a").session_id
+    client.append_turns(namespace, sid, TURNS[:2], lease_epoch=1)
+    first = client.handoff(namespace, sid, "agent-a", "agent-b", 1, idempotency_key="shift-1")
+    again = client.handoff(namespace, sid, "agent-a", "agent-b", 1, idempotency_key="shift-1")
+    assert (first.replayed, again.replayed) == (False, True)
+    assert (again.lease_epoch, again.event_seq) == (first.lease_epoch, first.event_seq) == (2, 3)
+    assert client.get_session(namespace, sid).turn_count == 3  # one handoff turn, not two
+    with pytest.raises(FailedPrecondition) as reused:
+        client.handoff(namespace, sid, "agent-a", "agent-c", 1, idempotency_key="shift-1")
+    assert reused.value.reason == "IDEMPOTENCY_KEY_REUSED"

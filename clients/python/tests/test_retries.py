@@ -207,6 +207,13 @@ def test_handoffs_are_not_retried(scripted: ScriptedServer, client: MnemoClient)
     assert client.handoff("ns", "s", "agent-a", "agent-b", 1).lease_epoch == 2
 
 
+def test_handoffs_with_a_key_are_retried(scripted: ScriptedServer, client: MnemoClient) -> None:
+    # With an idempotency key the daemon answers a repeat with the first outcome.
+    scripted.failures = [grpc.StatusCode.UNAVAILABLE]
+    assert client.handoff("ns", "s", "agent-a", "agent-b", 1, idempotency_key="h-1").lease_epoch == 2
+    assert len(scripted.calls) == 2
+
+
 def test_fact_puts_are_retried_and_sent_whole(scripted: ScriptedServer, client: MnemoClient) -> None:
     # A repeat of a put that was stored merges into it instead of writing twice.
     scripted.failures = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED]
