@@ -121,7 +121,7 @@ pub enum Precondition {
     NotOwner,
     /// The session is closed and accepts no more turns.
     SessionClosed,
-    /// An idempotency key was reused for a different append.
+    /// An idempotency key was reused for a different append or handoff.
     IdempotencyKeyReused,
     /// The session has no turns to summarize.
     NoTurns,

@@ -82,7 +82,8 @@ class ResourceExhausted(MnemoError):
 
 class FailedPrecondition(MnemoError):
     """The state forbids it: a closed session, a reused idempotency key, no turns yet,
-    or a stale lease epoch (the session was handed off; the message names the owner).
+    a stale lease epoch (the session was handed off; the message names the owner),
+    a handoff not from the owner, or a review item already resolved.
 
     `reason` says which, for programs: ``"STALE_LEASE_EPOCH"``, ``"LEASE_EPOCH_AHEAD"``,
     ``"NOT_OWNER"``, ``"SESSION_CLOSED"``, ``"IDEMPOTENCY_KEY_REUSED"``, ``"NO_TURNS"``
