@@ -352,17 +352,22 @@ pub fn new_key() -> Result<(String, String)> {
 mod tests {
     use super::*;
 
-    fn keys() -> (Keys, String) {
-        let (key, sha256) = new_key().unwrap();
-        let config = AuthConfig {
+    /// A config holding one key.
+    fn one_key(name: &str, namespace: &str, role: Role, sha256: String) -> AuthConfig {
+        AuthConfig {
             required: None,
             keys: vec![KeyConfig {
-                name: "agent".into(),
-                namespace: "ns".into(),
-                role: Role::Write,
+                name: name.into(),
+                namespace: namespace.into(),
+                role,
                 sha256,
             }],
-        };
+        }
+    }
+
+    fn keys() -> (Keys, String) {
+        let (key, sha256) = new_key().unwrap();
+        let config = one_key("agent", "ns", Role::Write, sha256);
         (Keys::new(&config, true).unwrap(), key)
     }
 
@@ -399,16 +404,8 @@ mod tests {
         let (keys, old) = keys();
         let shared = keys.clone();
         let (new, sha256) = new_key().unwrap();
-        let config = AuthConfig {
-            required: None,
-            keys: vec![KeyConfig {
-                name: "rotated".into(),
-                namespace: "*".into(),
-                role: Role::Read,
-                sha256,
-            }],
-        };
-        keys.reload(&config).unwrap();
+        keys.reload(&one_key("rotated", "*", Role::Read, sha256))
+            .unwrap();
         let bearer = |k: &str| format!("Bearer {k}").into_bytes();
         assert!(
             shared.caller(Some(&bearer(&new))).is_ok(),

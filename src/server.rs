@@ -112,10 +112,10 @@ impl Daemon {
                  (configure [[auth.keys]] to turn it on)"
             );
         }
-        let reloader = self.auth_reloads.take().map(|reloads| {
-            let keys = keys.clone();
-            tokio::spawn(reload_keys(keys, reloads))
-        });
+        let reloader = self
+            .auth_reloads
+            .take()
+            .map(|reloads| tokio::spawn(reload_keys(keys.clone(), reloads)));
         let memory_service = InterceptedService::new(
             MemoryServiceServer::new(MemoryApi::new(self.memory.clone()))
                 .max_decoding_message_size(limits.max_message_bytes)

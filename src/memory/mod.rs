@@ -567,11 +567,7 @@ impl Memory {
             // Nothing new: the latest summary is the answer and nothing is
             // queued (the contract promises it).
             if session.summary.version > 0 && session.summary.through_seq >= session.last_seq() {
-                match self.get_summary(ns, session_id, 0).await {
-                    Ok(s) if s.covers_through_seq >= session.last_seq() => return Ok(Some(s)),
-                    Ok(_) | Err(Error::NotFound(_)) => {}
-                    Err(e) => return Err(e),
-                }
+                return self.get_summary(ns, session_id, 0).await.map(Some);
             }
             let me = self.clone();
             let (ns, id) = (ns.to_owned(), session_id.to_owned());
@@ -862,10 +858,10 @@ impl Memory {
             let v = self
                 .first_summary_covering(ns, session_id, event_seq, latest)
                 .await?;
-            match self.get_summary(ns, session_id, v).await {
-                Ok(s) if v <= latest => Some(s),
-                Ok(_) | Err(Error::NotFound(_)) => None,
-                Err(e) => return Err(e),
+            if v > latest {
+                None
+            } else {
+                Some(self.get_summary(ns, session_id, v).await?)
             }
         } else {
             self.summarize_now(ns, session_id, Trigger::Handoff).await?

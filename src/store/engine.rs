@@ -150,11 +150,11 @@ impl SledEngine {
     /// Opens (or creates) the database in `dir`. Fails with a clear message
     /// when the directory is held by another process or is unusable.
     pub fn open(dir: &Path) -> Result<Self> {
-        Self::open_with_cache(dir, crate::config::DEFAULT_CACHE_MB << 20)
+        Self::open_with_cache(dir, crate::config::DEFAULT_CACHE_MB)
     }
 
-    /// As [`SledEngine::open`], with a page cache of `cache_bytes`.
-    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Self> {
+    /// As [`SledEngine::open`], with a page cache of `cache_mb` MiB.
+    pub fn open_with_cache(dir: &Path, cache_mb: u64) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| {
             Error::Storage(format!(
                 "cannot create data directory {}: {e}",
@@ -164,7 +164,7 @@ impl SledEngine {
         let gate = shared();
         let db = sled::Config::new()
             .path(dir)
-            .cache_capacity(cache_bytes)
+            .cache_capacity(cache_mb << 20)
             .open()
             .map_err(|e| {
             let msg = e.to_string();

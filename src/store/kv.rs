@@ -44,10 +44,7 @@ impl SledStore {
 
     /// As [`SledStore::open`], with a page cache of `cache_mb` MiB.
     pub fn open_with_cache(dir: &std::path::Path, cache_mb: u64) -> Result<Self> {
-        Ok(KvStore::new(SledEngine::open_with_cache(
-            dir,
-            cache_mb << 20,
-        )?))
+        Ok(KvStore::new(SledEngine::open_with_cache(dir, cache_mb)?))
     }
 }
 
