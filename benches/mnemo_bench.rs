@@ -720,7 +720,7 @@ mod append {
                 ..Config::default()
             };
             let daemon = Daemon::open(config).await.expect("cannot open the daemon");
-            let stats = daemon.memory().commit().stats();
+            let stats = daemon.runtime().sync_stats();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("cannot bind 127.0.0.1:0");
@@ -1183,7 +1183,7 @@ mod usual_stack {
 
 /// Token counting: mnemo (bpe-openai) against tiktoken-rs, cl100k_base.
 mod tokens {
-    use mnemo::memory::types::{Encoding, NewTurn, Role};
+    use mnemo::model::{Encoding, NewTurn, Role};
     use serde::Serialize;
     use tiktoken_rs::CoreBPE;
 
@@ -1341,11 +1341,11 @@ mod summaries {
 
     use hdrhistogram::Histogram;
     use mnemo::config::SummaryConfig;
-    use mnemo::memory::types::{
+    use mnemo::model::{
         NewTurn, PreparedAppend, Role, Session, SessionSettings, ToolCall, ToolCallStatus,
     };
     use mnemo::store::{SledStore, Store};
-    use mnemo::summarize::model::Trigger;
+    use mnemo::model::Trigger;
     use mnemo::summarize::pipeline::{self, Attempt};
     use serde::Serialize;
 
@@ -1585,7 +1585,7 @@ mod bundles {
         let t = super::summaries::turn(i);
         pb::NewTurn {
             role: match t.role {
-                mnemo::memory::types::Role::User => pb::Role::User,
+                mnemo::model::Role::User => pb::Role::User,
                 _ => pb::Role::Assistant,
             } as i32,
             speaker: t.speaker,

@@ -23,16 +23,15 @@
 #![warn(missing_docs)]
 
 pub mod api;
-pub mod auth;
 pub mod bundle;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
-pub mod guard;
 pub mod memory;
-pub mod metrics;
+pub mod model;
 pub mod pb;
+pub mod runtime;
 pub mod search;
 pub mod server;
 pub mod store;

@@ -8,7 +8,7 @@
 //! Counting is CPU work: call it from a blocking thread, never directly on
 //! an async runtime thread.
 
-use crate::memory::types::{Encoding, NewTurn};
+use crate::model::{Encoding, NewTurn};
 
 fn tokenizer(encoding: Encoding) -> &'static bpe_openai::Tokenizer {
     match encoding {

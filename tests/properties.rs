@@ -12,7 +12,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{append_req, create_session, user_turn, TestServer};
-use mnemo::memory::types::{Role, ToolCall, ToolCallStatus, Turn};
+use mnemo::model::{Role, ToolCall, ToolCallStatus, Turn};
 use mnemo::pb;
 use mnemo::pb::memory_service_client::MemoryServiceClient;
 use mnemo::summarize::{self, SummaryContext};
@@ -590,7 +590,7 @@ proptest! {
         let ctx = SummaryContext {
             context_limit_tokens: 8000,
             bundle_tokens: 100,
-            trigger: summarize::model::Trigger::Requested,
+            trigger: mnemo::model::Trigger::Requested,
             version: 1,
             now: 1_800_000_000_000_000_000,
             high_risk: true,
@@ -629,7 +629,7 @@ fn an_action_is_dated_as_its_whole_turn_reads() {
     let ctx = SummaryContext {
         context_limit_tokens: 8000,
         bundle_tokens: 100,
-        trigger: summarize::model::Trigger::Requested,
+        trigger: mnemo::model::Trigger::Requested,
         version: 1,
         now: 1_800_000_000_000_000_000,
         high_risk: true,

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{config_for, TestServer};
-use mnemo::auth::{new_key, AuthConfig, KeyConfig, Role};
+use mnemo::server::auth::{new_key, AuthConfig, KeyConfig, Role};
 use mnemo::client::{connect, ClientOptions, MemoryClient};
 use mnemo::config::TlsConfig;
 use mnemo::pb;
@@ -267,13 +267,13 @@ fn key_create_prints_a_key_once_and_a_config_line_the_daemon_accepts() {
     let config: mnemo::config::Config =
         toml::from_str(toml_part).expect("the printed lines are a valid config file");
     let auth = config.auth;
-    let keys = mnemo::auth::Keys::new(&auth, true).expect("valid");
+    let keys = mnemo::server::auth::Keys::new(&auth, true).expect("valid");
     let bearer = format!("Bearer {key}");
     match keys
         .caller(Some(bearer.as_bytes()))
         .expect("the printed key is accepted")
     {
-        mnemo::auth::Caller::Key {
+        mnemo::server::auth::Caller::Key {
             namespace, role, ..
         } => {
             assert_eq!(namespace, "support");

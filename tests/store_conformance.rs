@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use mnemo::error::Precondition;
 use mnemo::memory::facts::{FactFilter, FactOrigin, NewFact, PutOutcome};
-use mnemo::memory::types::*;
+use mnemo::model::*;
 use mnemo::store::{IndexChange, MemoryStore, SledStore, Store};
 use mnemo::Error;
 

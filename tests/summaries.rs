@@ -488,8 +488,9 @@ async fn close_writes_a_close_summary_and_delete_removes_summaries() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summaries_due_before_a_restart_are_written_after_it() {
-    use mnemo::memory::types::*;
-    use mnemo::store::{SledStore, Store};
+    use mnemo::memory::append::{self, PreparedAppend};
+    use mnemo::model::*;
+    use mnemo::store::{SessionStore, SledStore};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     {
@@ -520,7 +521,11 @@ async fn summaries_due_before_a_restart_are_written_after_it() {
                 handoff: None,
                 now: 1_700_000_000_000_000_000,
             };
-            store.append_turns("ns", id, &append).unwrap();
+            store
+                .append_turns("ns", id, None, &mut |s, prev| {
+                    append::plan(s, prev, &append)
+                })
+                .unwrap();
         }
         store
             .update_session("ns", "closed", &mut |s| {
@@ -528,7 +533,6 @@ async fn summaries_due_before_a_restart_are_written_after_it() {
                 Ok(())
             })
             .unwrap();
-        store.sync().unwrap();
     }
     let server = TestServer::start_with(config_for(&dir)).await;
     let mut c = server.client().await;

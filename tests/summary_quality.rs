@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use mnemo::memory::types::{Encoding, NewTurn, Role, ToolCall, ToolCallStatus, Turn};
-use mnemo::summarize::model::{SessionSummary, Trigger};
+use mnemo::model::{Encoding, NewTurn, Role, ToolCall, ToolCallStatus, Turn};
+use mnemo::model::{SessionSummary, Trigger};
 use mnemo::summarize::{summarize, SummaryContext};
 use serde::Deserialize;
 

@@ -1,7 +1,7 @@
 //! Token counts equal tiktoken-rs (the reference) for both encodings on a
 //! varied corpus, and pathological input is counted in linear time.
 
-use mnemo::memory::types::Encoding;
+use mnemo::model::Encoding;
 use mnemo::tokens::count;
 
 fn corpus() -> Vec<String> {

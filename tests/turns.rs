@@ -457,7 +457,7 @@ async fn a_one_mib_single_character_turn_is_accepted_and_counted() {
     // The linear-time counter agrees with tiktoken on a prefix small enough
     // for tiktoken's quadratic path, and scales as the text does.
     assert_eq!(
-        mnemo::tokens::count(mnemo::memory::types::Encoding::Cl100kBase, &text),
+        mnemo::tokens::count(mnemo::model::Encoding::Cl100kBase, &text),
         n
     );
     let prefix = &text[..4096];
@@ -466,7 +466,7 @@ async fn a_one_mib_single_character_turn_is_accepted_and_counted() {
         .encode_ordinary(prefix)
         .len();
     assert_eq!(
-        mnemo::tokens::count(mnemo::memory::types::Encoding::Cl100kBase, prefix),
+        mnemo::tokens::count(mnemo::model::Encoding::Cl100kBase, prefix),
         reference
     );
     assert!((1024 * 1024 / 16..=1024 * 1024).contains(&n), "{n} tokens");

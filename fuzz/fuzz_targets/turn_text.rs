@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use libfuzzer_sys::fuzz_target;
 use mnemo::bundle::compress::shorten;
 use mnemo::memory::facts::extract;
-use mnemo::memory::types::{Role, ToolCall, ToolCallStatus, Turn};
-use mnemo::summarize::model::Trigger;
+use mnemo::model::{Role, ToolCall, ToolCallStatus, Turn};
+use mnemo::model::Trigger;
 use mnemo::summarize::{render, summarize, validate, FoldState, SummaryContext};
 
 fn turns(data: &[u8]) -> Vec<Turn> {

@@ -4,8 +4,8 @@ use super::convert::{self, encoding_from};
 use super::summaries::trigger;
 use crate::bundle::{Bundle, BundleRequest, CompressedTurn, ManifestEntry, Section, SeqRange};
 use crate::error::Result;
-use crate::memory::types::Encoding;
-use crate::memory::watch::WatchEvent;
+use crate::model::Encoding;
+use crate::runtime::watch::WatchEvent;
 use crate::memory::{HandoffOutcome, HandoffRequest};
 use crate::pb;
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use prost_types::Timestamp;
 
 use crate::error::{Error, Result};
-use crate::memory::types::{
+use crate::model::{
     AppendOutcome, Encoding, NewTurn, RiskLevel, Role, Session, SessionSettings, SessionState,
     ToolCall, ToolCallStatus, Turn, UnixNanos,
 };

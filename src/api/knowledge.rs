@@ -11,7 +11,7 @@ use crate::memory::facts::{Fact, FactFilter, FactOrigin, FactSource, NewFact, Pu
 use crate::memory::Memory;
 use crate::pb;
 use crate::search::{Hit, Kind, SearchQuery, DEFAULT_LIMIT};
-use crate::summarize::model::{ActionStatus, Outcome};
+use crate::model::{ActionStatus, Outcome};
 
 impl From<Fact> for pb::Fact {
     fn from(f: Fact) -> Self {

@@ -1,11 +1,13 @@
 //! gRPC handlers of `mnemo.v1.MemoryService`. Each handler is thin:
-//! convert the request (`convert`), call the domain (`memory::Memory`), map
-//! the result; errors become `Status` through `error.rs` only. Each request
+//! admit the caller, convert the request (`convert`), call the domain
+//! (`memory::Memory`, or the runtime for watches and queued summaries), map
+//! the result; errors become `Status` in `status.rs` only. Each request
 //! runs in a span carrying the RPC name, namespace and session id.
 
 pub mod context;
 pub mod convert;
 pub mod knowledge;
+pub mod status;
 pub mod summaries;
 
 use std::sync::Arc;
@@ -14,9 +16,11 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::auth::{admit, Role};
-use crate::memory::types::SessionFilter;
+use crate::server::auth::{admit, Role};
+use crate::model::SessionFilter;
+use crate::memory::summary::Attempt;
 use crate::memory::{AppendRequest, Memory, NewSession};
+use crate::runtime::{watch, Runtime};
 use crate::pb;
 use crate::pb::memory_service_server::MemoryService;
 
@@ -24,12 +28,51 @@ use crate::pb::memory_service_server::MemoryService;
 #[derive(Clone)]
 pub struct MemoryApi {
     memory: Arc<Memory>,
+    runtime: Arc<Runtime>,
 }
 
 impl MemoryApi {
-    /// Serves `memory`.
-    pub fn new(memory: Arc<Memory>) -> Self {
-        MemoryApi { memory }
+    /// Serves the domain of `runtime`.
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        MemoryApi {
+            memory: runtime.memory().clone(),
+            runtime,
+        }
+    }
+
+    /// Summarize: with `wait`, the new (or, when nothing is new, the
+    /// latest) summary, run through the summary queue behind earlier work.
+    /// Without, the latest when nothing is new, else the work is queued
+    /// and `None` returned.
+    async fn summarize(
+        &self,
+        ns: &str,
+        session_id: &str,
+        wait: bool,
+    ) -> crate::Result<Option<crate::model::SessionSummary>> {
+        if !wait {
+            if let Some(s) = self.memory.summary_if_current(ns, session_id).await? {
+                return Ok(Some(s));
+            }
+            let rt = self.runtime.clone();
+            let (ns, id) = (ns.to_owned(), session_id.to_owned());
+            tokio::spawn(async move {
+                if let Err(e) = rt.summaries().request(&ns, &id).await {
+                    tracing::warn!(namespace = %ns, session_id = %id, error = %e, "requested summary failed");
+                }
+            });
+            return Ok(None);
+        }
+        // The session must exist and hold turns (the precondition).
+        let _ = self.memory.summary_if_current(ns, session_id).await?;
+        match self.runtime.summaries().request(ns, session_id).await? {
+            Attempt::Stored(s) => Ok(Some(*s)),
+            Attempt::Unchanged => self.memory.get_summary(ns, session_id, 0).await.map(Some),
+            Attempt::Refused(errors) => Err(crate::Error::Internal(format!(
+                "the summarizer produced a summary that failed validation ({}); it was not stored, see GetAuditLog",
+                errors.join("; ")
+            ))),
+        }
     }
 }
 
@@ -212,10 +255,7 @@ impl MemoryService for MemoryApi {
         let r = admit(request, Role::Write)?;
         let span = span("Summarize", &r.namespace, &r.session_id);
         async move {
-            let s = self
-                .memory
-                .summarize(&r.namespace, &r.session_id, r.wait)
-                .await?;
+            let s = self.summarize(&r.namespace, &r.session_id, r.wait).await?;
             Ok(Response::new(pb::SummarizeResponse {
                 queued: s.is_none(),
                 summary: s.map(Into::into),
@@ -387,16 +427,20 @@ impl MemoryService for MemoryApi {
         let r = admit(request, Role::Read)?;
         let span = span("WatchSession", &r.namespace, &r.session_id);
         async move {
-            let (rx, first_seq) = self
-                .memory
-                .watch(&r.namespace, &r.session_id, r.from_seq)
-                .await?;
+            let (rx, first_seq) = watch::watch(
+                &self.memory,
+                self.runtime.watch_hub(),
+                &r.namespace,
+                &r.session_id,
+                r.from_seq,
+            )
+            .await?;
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
                 .map(|item| item.map(Into::into).map_err(Status::from));
             let mut response = Response::new(Box::pin(stream) as Self::WatchSessionStream);
             response
                 .metadata_mut()
-                .insert(crate::memory::watch::FIRST_SEQ_HEADER, first_seq.into());
+                .insert(crate::api::status::FIRST_SEQ_HEADER, first_seq.into());
             Ok(response)
         }
         .instrument(span)

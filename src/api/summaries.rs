@@ -4,11 +4,11 @@
 use super::convert::timestamp;
 use crate::error::{Error, Result};
 use crate::pb;
-use crate::summarize::model::{
+use crate::model::{
     ActionStatus, Decision, KeyFact, OpenQuestion, Outcome, PendingAction, Priority,
     QuestionStatus, SessionSummary, Severity, Trigger,
 };
-use crate::summarize::records::{AuditKind, AuditRecord, ReviewItem, ReviewStatus};
+use crate::model::{AuditKind, AuditRecord, ReviewItem, ReviewStatus};
 
 /// A summary trigger as its proto enum.
 pub fn trigger(t: Trigger) -> pb::SummaryTrigger {

@@ -5,7 +5,7 @@
 //! Lengths are in characters (Unicode scalar values), never bytes, so a cut
 //! never splits a character.
 
-use crate::memory::types::{Role, Turn};
+use crate::model::{Role, Turn};
 use crate::summarize::rules;
 
 /// Characters a question keeps.
@@ -81,7 +81,7 @@ fn first_sentence(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::types::{ToolCall, ToolCallStatus};
+    use crate::model::{ToolCall, ToolCallStatus};
 
     fn turn(role: Role, content: &str) -> Turn {
         Turn {

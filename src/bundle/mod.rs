@@ -1,13 +1,12 @@
 //! Context bundles: a session rehydrated into what an agent needs to carry
 //! on, within a token budget.
 //!
-//! - `gather` reads the inputs: the session, its latest summary, the recent
-//!   turns (walking back from the newest until `recent_interactions` user
-//!   turns or the budget are reached) and the older turns the summary does
-//!   not cover (walking back again, only as far as the budget could
-//!   possibly reach). Reads are bounded by the budget, never by the
-//!   session's length, and use the turns' stored token counts to decide how
-//!   far to read.
+//! - The domain (`memory::gather`) reads the [`Inputs`]: the session, its
+//!   latest summary, the recent turns (walking back from the newest until
+//!   `recent_interactions` user turns or the budget are reached) and the
+//!   older turns the summary does not cover (walking back again, only as
+//!   far as the budget could possibly reach). This module never reads
+//!   storage.
 //! - `pack` chooses what fits, section by section in priority order, renders
 //!   the text and measures it with the real tokenizer; `compress` shortens
 //!   older turns.
@@ -23,13 +22,10 @@
 pub mod compress;
 mod pack;
 
-use crate::error::{Error, Result};
-use crate::memory::episodes::{apply_overrides, CarriedAction, Episode};
-use crate::memory::facts::{Fact, FactFilter};
-use crate::memory::types::{Encoding, Role, Session, Turn};
-use crate::store::Store;
-use crate::summarize::model::{Decision, KeyFact, OpenQuestion, PendingAction};
-use crate::summarize::SessionSummary;
+use crate::model::{
+    CarriedAction, Decision, Encoding, Episode, Fact, KeyFact, OpenQuestion, PendingAction, Role,
+    Session, SessionSummary, Turn,
+};
 
 /// Smallest budget a bundle may be asked for.
 pub const MIN_BUDGET: u32 = 256;
@@ -41,13 +37,11 @@ pub const DEFAULT_RECENT_INTERACTIONS: u32 = 8;
 pub const MAX_RECENT_INTERACTIONS: u32 = 1000;
 /// Longest `query`, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
-/// Turns read per store call while walking back.
-const READ_CHUNK: u64 = 64;
 /// Tokens a rendered turn costs beyond its text (its "[#seq] role speaker:"
 /// prefix), at least; bounds how many turns one budget can need.
-const MIN_TURN_COST: u64 = 4;
+pub const MIN_TURN_COST: u64 = 4;
 /// Tokens a shortened turn costs at most, about (150 characters).
-const MAX_SHORT_TURN_COST: u64 = 64;
+pub const MAX_SHORT_TURN_COST: u64 = 64;
 
 /// What a client asks for.
 #[derive(Debug, Clone, Default)]
@@ -68,34 +62,8 @@ pub struct BundleRequest {
 }
 
 impl BundleRequest {
-    /// Checks the request's bounds.
-    pub fn validate(&self) -> Result<()> {
-        if !(MIN_BUDGET..=MAX_BUDGET).contains(&self.budget_tokens) {
-            return Err(Error::invalid(format!(
-                "budget_tokens is {}; it must be from {MIN_BUDGET} to {MAX_BUDGET}",
-                self.budget_tokens
-            )));
-        }
-        if self.recent_interactions > MAX_RECENT_INTERACTIONS {
-            return Err(Error::invalid(format!(
-                "recent_interactions is {}; the limit is {MAX_RECENT_INTERACTIONS}",
-                self.recent_interactions
-            )));
-        }
-        if self.query.len() > MAX_QUERY_BYTES {
-            return Err(Error::invalid(format!(
-                "query is {} bytes; the limit is {MAX_QUERY_BYTES}",
-                self.query.len()
-            )));
-        }
-        crate::memory::validate::name(
-            "agent_id",
-            &self.agent_id,
-            crate::memory::validate::MAX_NAME_BYTES,
-        )
-    }
-
-    fn interactions(&self) -> u64 {
+    /// Interactions to keep verbatim (the default when unset).
+    pub fn interactions(&self) -> u64 {
         u64::from(match self.recent_interactions {
             0 => DEFAULT_RECENT_INTERACTIONS,
             n => n,
@@ -243,159 +211,40 @@ pub struct Bundle {
     pub manifest: Manifest,
 }
 
-/// What `gather` read.
+/// What a bundle is packed from, as the domain gathered it (see
+/// `memory::gather`): reads bounded by the budget, never by the session's
+/// length.
 #[derive(Debug)]
-struct Inputs {
-    session: Session,
-    summary: Option<SessionSummary>,
+pub struct Inputs {
+    /// The session as read for the bundle.
+    pub session: Session,
+    /// Its latest summary, with client-set action statuses applied.
+    pub summary: Option<SessionSummary>,
     /// The recent window, oldest first.
-    recent: Vec<Turn>,
+    pub recent: Vec<Turn>,
     /// Unsummarized turns older than the window that were read, oldest
     /// first.
-    earlier: Vec<Turn>,
+    pub earlier: Vec<Turn>,
     /// Unsummarized turns older than those, not read: the budget could not
     /// reach them.
-    unread: Option<SeqRange>,
+    pub unread: Option<SeqRange>,
     /// The subject's long-term memory (empty without a subject).
-    memory: SubjectMemory,
+    pub memory: SubjectMemory,
 }
 
 /// What a bundle shows of the subject beyond this session.
 #[derive(Debug, Default)]
-struct SubjectMemory {
+pub struct SubjectMemory {
     /// Pending actions of other sessions, not done.
-    carried: Vec<CarriedAction>,
+    pub carried: Vec<CarriedAction>,
     /// Current facts, oldest first.
-    facts: Vec<Fact>,
+    pub facts: Vec<Fact>,
     /// Other sessions' episodes, newest first.
-    episodes: Vec<Episode>,
+    pub episodes: Vec<Episode>,
 }
 
-/// Most carried actions a bundle considers.
-const MAX_CARRIED: usize = 50;
-/// Most facts a bundle considers (the newest are kept when more exist).
-const MAX_FACTS: usize = 200;
-/// Most past episodes a bundle considers (the newest).
-const MAX_EPISODES: usize = 20;
-
-fn subject_memory(store: &dyn Store, session: &Session) -> Result<SubjectMemory> {
-    let (ns, subject) = (&session.namespace, &session.subject_id);
-    if subject.is_empty() {
-        return Ok(SubjectMemory::default());
-    }
-    let mine = |sid: &str| sid == session.session_id;
-    let mut carried = store.carried_actions(ns, subject, MAX_CARRIED + 1)?;
-    carried.retain(|c| !mine(&c.action_ref.session_id));
-    carried.truncate(MAX_CARRIED);
-    // Facts come oldest first; keep the newest MAX_FACTS by reading pages.
-    let filter = FactFilter {
-        subject_id: Some(subject.clone()),
-        ..FactFilter::default()
-    };
-    let mut facts: std::collections::VecDeque<Fact> = Default::default();
-    let mut after: Option<String> = None;
-    for _ in 0..20 {
-        let (page, resume) =
-            store.list_facts(ns, &filter, after.as_deref(), MAX_FACTS, MAX_FACTS * 4)?;
-        for f in page {
-            if facts.len() == MAX_FACTS {
-                facts.pop_front();
-            }
-            facts.push_back(f);
-        }
-        match resume {
-            Some(r) => after = Some(r),
-            None => break,
-        }
-    }
-    let mut episodes = store.list_episodes(ns, subject, None, MAX_EPISODES + 1)?;
-    episodes.retain(|e| !mine(&e.session_id));
-    episodes.truncate(MAX_EPISODES);
-    Ok(SubjectMemory {
-        carried,
-        facts: facts.into(),
-        episodes,
-    })
-}
-
-/// Builds a bundle of a session (blocking: reads the store and tokenizes).
-pub fn build(store: &dyn Store, ns: &str, session_id: &str, req: &BundleRequest) -> Result<Bundle> {
-    req.validate()?;
-    let inputs = gather(store, ns, session_id, req)?;
-    Ok(pack::pack(inputs, req))
-}
-
-fn gather(store: &dyn Store, ns: &str, session_id: &str, req: &BundleRequest) -> Result<Inputs> {
-    // The summary first, then the session: the summary then never covers
-    // a turn the session snapshot does not have.
-    let mut summary = match store.get_summary(ns, session_id, 0) {
-        Ok(s) => Some(s),
-        Err(Error::NotFound(_)) => None,
-        Err(e) => return Err(e),
-    };
-    let session = store.get_session(ns, session_id)?;
-    if let Some(s) = summary.as_mut() {
-        // Statuses a client set since (UpdatePendingAction) win.
-        let overrides = store.action_statuses(ns, session_id)?;
-        apply_overrides(&mut s.pending_actions, &overrides);
-    }
-    let memory = subject_memory(store, &session)?;
-    let as_of = session.last_seq();
-    let covered = summary
-        .as_ref()
-        .map_or(0, |s| s.covers_through_seq.min(as_of));
-    let budget = u64::from(req.budget_tokens);
-
-    // The recent window: back from the newest turn until it holds the
-    // asked-for number of user turns, or more tokens than the budget.
-    let mut recent = Vec::new();
-    let (mut users, mut cost) = (0u64, 0u64);
-    let mut next = as_of;
-    'window: while next >= 1 {
-        let from = next.saturating_sub(READ_CHUNK - 1).max(1);
-        let chunk = store.list_turns(ns, session_id, from, next, READ_CHUNK as usize)?;
-        for t in chunk.into_iter().rev() {
-            cost += u64::from(t.token_count) + MIN_TURN_COST;
-            users += u64::from(t.role == Role::User);
-            recent.push(t);
-            if users == req.interactions() || cost > budget {
-                break 'window;
-            }
-        }
-        next = from - 1;
-    }
-    recent.reverse();
-    let window_start = recent.first().map_or(as_of + 1, |t| t.seq);
-
-    // Older turns the summary does not cover, as far as the budget left
-    // could reach even when every one is shortened.
-    let mut earlier = Vec::new();
-    let mut next = window_start.saturating_sub(1);
-    while next > covered && cost <= budget {
-        let from = next.saturating_sub(READ_CHUNK - 1).max(covered + 1);
-        let chunk = store.list_turns(ns, session_id, from, next, READ_CHUNK as usize)?;
-        for t in chunk.into_iter().rev() {
-            cost += u64::from(t.token_count).min(MAX_SHORT_TURN_COST) + MIN_TURN_COST;
-            next = t.seq - 1;
-            earlier.push(t);
-            if cost > budget {
-                break;
-            }
-        }
-        if cost <= budget && next >= from {
-            // The chunk came back short: turns are gap-free, so this only
-            // happens when the session was deleted meanwhile.
-            return Err(Error::session_not_found(ns, session_id));
-        }
-    }
-    earlier.reverse();
-    let unread = (next > covered).then_some((covered + 1, next));
-    Ok(Inputs {
-        session,
-        summary,
-        recent,
-        earlier,
-        unread,
-        memory,
-    })
+/// Packs a bundle from what was gathered (pure: tokenizes, reads
+/// nothing). The request is already validated (`memory::validate`).
+pub fn build(inputs: Inputs, req: &BundleRequest) -> Bundle {
+    pack::pack(inputs, req)
 }

@@ -19,10 +19,9 @@ use super::compress;
 use super::{
     Bundle, BundleRequest, CompressedTurn, Inputs, Manifest, ManifestEntry, Section, SeqRange,
 };
-use crate::memory::episodes::{CarriedAction, Episode};
-use crate::memory::facts::Fact;
-use crate::memory::types::{Encoding, Role, SessionState, Turn};
-use crate::summarize::model::ActionStatus;
+use crate::model::{CarriedAction, Episode, Fact};
+use crate::model::{Encoding, Role, SessionState, Turn};
+use crate::model::ActionStatus;
 use crate::summarize::{render, SessionSummary};
 use crate::tokens;
 
@@ -303,9 +302,9 @@ fn summary_candidates(s: &SessionSummary, req: &BundleRequest, out: &mut Vec<Can
     let order = ranked(&texts, &query, |i| {
         let a = pending[i].1;
         let prio = match a.priority {
-            crate::summarize::model::Priority::High => 0,
-            crate::summarize::model::Priority::Medium => 1,
-            crate::summarize::model::Priority::Low => 2,
+            crate::model::Priority::High => 0,
+            crate::model::Priority::Medium => 1,
+            crate::model::Priority::Low => 2,
         };
         (!req.agent_id.is_empty() && a.owner == req.agent_id, prio)
     });

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use crate::auth::{self, Role};
+use crate::server::auth::{self, Role};
 use crate::config::{Config, Overrides, StoreKind};
 use crate::search::SearchIndex;
 use crate::store::dump::{self, Scope};

@@ -7,7 +7,9 @@ use super::{connect, status_line, ClientArgs};
 use crate::config::Overrides;
 use crate::pb;
 use crate::search::SearchIndex;
-use crate::store::{LongTermStore, Store};
+use crate::memory::knowledge::StoredDocuments;
+use crate::memory::SEARCH_CONSUMER;
+use crate::store::{Outbox, Store};
 
 /// `mnemo fact ...`.
 #[derive(Debug, Subcommand)]
@@ -429,19 +431,25 @@ pub fn reindex(overrides: &Overrides) -> Result<(), String> {
     let (index, _) = SearchIndex::open(Some(&dir)).map_err(|e| e.to_string())?;
     let started = std::time::Instant::now();
     let docs = index
-        .rebuild_with_progress(&store, &mut super::admin::progress("documents indexed"))
+        .rebuild_with_progress(
+            &StoredDocuments(&store),
+            &mut super::admin::progress("documents indexed"),
+        )
         .map_err(|e| e.to_string())?;
     super::admin::end_progress();
     // What the rebuild read is now in the index: the outbox is done.
     loop {
-        let batch = store.index_changes(4096).map_err(|e| e.to_string())?;
-        if batch.is_empty() {
+        let page = store
+            .read_outbox(SEARCH_CONSUMER, 4096)
+            .map_err(|e| e.to_string())?;
+        if page.through == 0 {
             break;
         }
-        let ids: Vec<u64> = batch.into_iter().map(|(id, _)| id).collect();
-        store.ack_index_changes(&ids).map_err(|e| e.to_string())?;
+        store
+            .advance_outbox(SEARCH_CONSUMER, page.through)
+            .map_err(|e| e.to_string())?;
     }
-    store.sync().map_err(|e| e.to_string())?;
+    store.flush().map_err(|e| e.to_string())?;
     println!(
         "reindexed {docs} documents in {:.1} s into {}",
         started.elapsed().as_secs_f64(),

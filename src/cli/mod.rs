@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::sync::mpsc;
 
-use crate::auth::AuthConfig;
+use crate::server::auth::AuthConfig;
 use crate::client::{self, ClientOptions, MemoryClient};
 use crate::config::{Config, LogFormat, Overrides};
 use crate::pb;
@@ -783,7 +783,7 @@ async fn blocking(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Re
 pub(crate) fn status_line(s: tonic::Status) -> String {
     match s
         .metadata()
-        .get(crate::error::REASON)
+        .get(crate::api::status::REASON)
         .and_then(|v| v.to_str().ok())
     {
         Some(reason) => format!("{:?} ({reason}): {}", s.code(), s.message()),

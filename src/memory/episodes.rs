@@ -7,69 +7,91 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
-use super::types::{Session, SessionState, UnixNanos};
-use crate::summarize::model::{ActionStatus, Decision, Outcome, PendingAction};
+pub use crate::model::{ActionRef, CarriedAction, Episode};
+use crate::error::{Error, Result};
+use crate::model::{ActionStatus, PendingAction, Session, SessionState, UnixNanos};
+use crate::store::{ActionPlan, EpisodePlan};
 use crate::summarize::{rules, SessionSummary};
-
-/// A past session of a subject.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Episode {
-    /// Tenancy boundary.
-    pub namespace: String,
-    /// The subject.
-    pub subject_id: String,
-    /// The session (also the episode's id).
-    pub session_id: String,
-    /// The session's creation.
-    pub started_at: UnixNanos,
-    /// When it stopped.
-    pub ended_at: UnixNanos,
-    /// What it was about.
-    pub topic: String,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// The summary's prose.
-    pub prose: String,
-    /// What the user wanted.
-    pub user_intent: String,
-    /// Decisions made.
-    pub decisions: Vec<Decision>,
-    /// Actions pending when it stopped, minus those marked done since.
-    pub pending_actions: Vec<PendingAction>,
-    /// The summary version it was made from.
-    pub summary_version: u64,
-    /// The newest turn that summary covers.
-    pub last_seq: u64,
-    /// CLOSED or IDLE.
-    pub ended_as: SessionState,
-}
-
-/// Identifies a pending action: its session and first evidence seq.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ActionRef {
-    /// The session whose summary holds it.
-    pub session_id: String,
-    /// Its first evidence seq.
-    pub action_seq: u64,
-}
-
-/// A pending action of a past session, carried to the subject's later
-/// sessions.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CarriedAction {
-    /// Where it was raised.
-    pub action_ref: ActionRef,
-    /// The action.
-    pub action: PendingAction,
-    /// When its session stopped (newest carried actions rank first).
-    pub ended_at: UnixNanos,
-}
 
 /// The first evidence seq of an action: its identity within the session.
 pub fn action_seq(a: &PendingAction) -> u64 {
-    a.evidence_seqs.first().copied().unwrap_or(0)
+    a.action_seq()
+}
+
+/// Whether a stopped session with a subject has a summary newer than its
+/// episode (the one statement of this rule).
+pub fn episode_due(session: &Session) -> bool {
+    matches!(session.state, SessionState::Closed | SessionState::Idle)
+        && !session.subject_id.is_empty()
+        && session.summary.version > session.episode_version
+}
+
+/// The episode to write for `session` from its latest summary, if one is
+/// due.
+pub fn plan_episode(
+    session: &Session,
+    summary: Option<&SessionSummary>,
+    overrides: &BTreeMap<u64, ActionStatus>,
+    now: UnixNanos,
+) -> Option<EpisodePlan> {
+    let summary = summary.filter(|_| episode_due(session))?;
+    let (episode, carried) = episode_of(session, summary, overrides, now);
+    Some(EpisodePlan { episode, carried })
+}
+
+/// What setting the status of the action `action_seq` of a session's
+/// latest summary writes: the action with its status, its episode with the
+/// action updated, and its carried copy (gone once DONE). `NotFound` for
+/// an action the latest summary does not hold.
+pub fn plan_action_status(
+    session: &Session,
+    summary: Option<&SessionSummary>,
+    episode: Option<Episode>,
+    action_seq: u64,
+    status: ActionStatus,
+) -> Result<ActionPlan> {
+    let unknown = || {
+        Error::NotFound(format!(
+            "session {}/{} has no pending action raised at turn {action_seq}; the action_seq is an action's first evidence seq",
+            session.namespace, session.session_id
+        ))
+    };
+    let mut found = summary
+        .and_then(|s| {
+            s.pending_actions
+                .iter()
+                .find(|a| a.action_seq() == action_seq)
+        })
+        .cloned()
+        .ok_or_else(unknown)?;
+    found.status = status;
+    let Some(mut ep) = episode.filter(|_| !session.subject_id.is_empty()) else {
+        return Ok(ActionPlan {
+            action: found,
+            episode: None,
+            carried: None,
+        });
+    };
+    ep.pending_actions.retain(|a| a.action_seq() != action_seq);
+    let carried = if status == ActionStatus::Done {
+        None
+    } else {
+        ep.pending_actions.push(found.clone());
+        ep.pending_actions.sort_by_key(PendingAction::action_seq);
+        Some(CarriedAction {
+            action_ref: ActionRef {
+                session_id: session.session_id.clone(),
+                action_seq,
+            },
+            action: found.clone(),
+            ended_at: ep.ended_at,
+        })
+    };
+    Ok(ActionPlan {
+        action: found,
+        episode: Some(ep),
+        carried,
+    })
 }
 
 /// Applies status overrides (from UpdatePendingAction) to actions.
@@ -124,15 +146,6 @@ pub fn episode_of(
         ended_as: session.state,
     };
     (episode, carried)
-}
-
-/// The text an episode is searched and ranked by.
-pub fn episode_text(e: &Episode) -> String {
-    let mut parts = vec![e.topic.clone(), e.user_intent.clone(), e.prose.clone()];
-    parts.extend(e.decisions.iter().map(|d| d.decision.clone()));
-    parts.extend(e.pending_actions.iter().map(|a| a.action.clone()));
-    parts.retain(|p| !p.is_empty());
-    parts.join("\n")
 }
 
 /// Whether a done action of a later session reports the same work as a

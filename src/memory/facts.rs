@@ -7,142 +7,12 @@
 //! turns lives here too; it invents nothing (every candidate is a turn's
 //! own words, citing that turn).
 
-use serde::{Deserialize, Serialize};
-
-use super::types::{Role, Turn, UnixNanos};
+pub use crate::model::limits::{MAX_FACT_BYTES, MAX_KEY_CHARS, MAX_SOURCES, MAX_TAGS, MAX_TAG_CHARS};
+pub use crate::model::{normalized, Fact, FactFilter, FactOrigin, FactPlan, FactSource, NewFact, PutOutcome};
+use crate::model::{Role, Turn, UnixNanos};
 use crate::error::{Error, Result};
 use crate::summarize::{rules, SessionSummary};
 
-/// Longest fact text, in bytes.
-pub const MAX_FACT_BYTES: usize = 4096;
-/// Longest fact key, in characters.
-pub const MAX_KEY_CHARS: usize = 128;
-/// Most tags per fact.
-pub const MAX_TAGS: usize = 16;
-/// Longest tag, in characters.
-pub const MAX_TAG_CHARS: usize = 64;
-/// Most sources kept per fact (merged duplicates add theirs).
-pub const MAX_SOURCES: usize = 16;
-
-/// Who wrote a fact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FactOrigin {
-    /// A client, through PutFact.
-    Client,
-    /// mnemo, from a session's summary or a stated preference.
-    Extracted,
-}
-
-/// Where a fact was stated.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FactSource {
-    /// The session.
-    pub session_id: String,
-    /// The turn; 0 = the session as a whole.
-    pub seq: u64,
-}
-
-/// A stored fact version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Fact {
-    /// Tenancy boundary.
-    pub namespace: String,
-    /// ULID.
-    pub fact_id: String,
-    /// The subject it is about.
-    pub subject_id: String,
-    /// Optional key; empty = unkeyed.
-    pub key: String,
-    /// The fact in the words it was stated in.
-    pub text: String,
-    /// Where it was stated; the first is the original.
-    pub sources: Vec<FactSource>,
-    /// Tags.
-    pub tags: Vec<String>,
-    /// Who wrote it.
-    pub origin: FactOrigin,
-    /// The version this one replaced.
-    pub supersedes: String,
-    /// The version that replaced this one; empty while current.
-    pub superseded_by: String,
-    /// Stored at.
-    pub created_at: UnixNanos,
-    /// Last changed at.
-    pub updated_at: UnixNanos,
-}
-
-impl Fact {
-    /// Whether this is the current version.
-    pub fn is_current(&self) -> bool {
-        self.superseded_by.is_empty()
-    }
-}
-
-/// A fact to store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewFact {
-    /// Tenancy boundary.
-    pub namespace: String,
-    /// Required subject.
-    pub subject_id: String,
-    /// Optional key.
-    pub key: String,
-    /// The text.
-    pub text: String,
-    /// Where it was stated.
-    pub source: Option<FactSource>,
-    /// Tags.
-    pub tags: Vec<String>,
-    /// Who writes it.
-    pub origin: FactOrigin,
-}
-
-/// What storing a fact did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PutOutcome {
-    /// A new fact.
-    Created,
-    /// A new version; the previous one, now superseded.
-    Superseded(Box<Fact>),
-    /// The subject already had it; sources and tags were merged in.
-    Merged,
-    /// An extracted fact lost to the client's fact of the same key, which
-    /// is returned unchanged.
-    KeptClientFact,
-}
-
-/// Filters of a fact listing.
-#[derive(Debug, Clone, Default)]
-pub struct FactFilter {
-    /// Only this subject.
-    pub subject_id: Option<String>,
-    /// Only facts with this tag.
-    pub tag: Option<String>,
-    /// Only facts with this key.
-    pub key: Option<String>,
-    /// Superseded versions too.
-    pub include_history: bool,
-}
-
-impl FactFilter {
-    /// Whether `f` passes.
-    pub fn matches(&self, f: &Fact) -> bool {
-        (self.include_history || f.is_current())
-            && self.subject_id.as_ref().is_none_or(|s| *s == f.subject_id)
-            && self.key.as_ref().is_none_or(|k| *k == f.key)
-            && self.tag.as_ref().is_none_or(|t| f.tags.contains(t))
-    }
-}
-
-/// The words of a text, lowercase, in order, punctuation dropped: two
-/// facts with the same normalized words are the same fact.
-pub fn normalized(text: &str) -> String {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// Checks a new fact's fields.
 pub fn validate(f: &NewFact) -> Result<()> {
@@ -200,19 +70,6 @@ pub fn tag(t: &str) -> Result<()> {
             "tag {t:?} must be 1 to {MAX_TAG_CHARS} characters of A-Z a-z 0-9 _ . : -"
         )))
     }
-}
-
-/// What to write for a new fact, decided against what the subject has.
-#[derive(Debug)]
-pub struct FactPlan {
-    /// The fact to store (new, or the existing one merged).
-    pub fact: Fact,
-    /// The outcome; for `Superseded`, the old version to rewrite.
-    pub outcome: PutOutcome,
-    /// Whether anything must be written: not for a merge that added no
-    /// source or tag (extraction repeats a summary's facts every time), nor
-    /// when a client fact is kept.
-    pub write: bool,
 }
 
 /// Decides a put. `same_key` is the current fact of the new fact's key

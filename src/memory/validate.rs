@@ -3,24 +3,14 @@
 
 use std::collections::BTreeMap;
 
+use crate::bundle::{
+    BundleRequest, MAX_BUDGET, MAX_QUERY_BYTES, MAX_RECENT_INTERACTIONS, MIN_BUDGET,
+};
 use crate::config::Limits;
 use crate::error::{Error, Result};
-use crate::memory::types::{NewTurn, SessionSettings};
+pub use crate::model::limits::*;
+use crate::model::{NewTurn, SessionSettings};
 
-/// Longest namespace or session id.
-pub const MAX_ID_BYTES: usize = 128;
-/// Longest subject id or speaker.
-pub const MAX_NAME_BYTES: usize = 256;
-/// Longest title.
-pub const MAX_TITLE_BYTES: usize = 1024;
-/// Most metadata entries on a session or turn.
-pub const MAX_METADATA_ENTRIES: usize = 64;
-/// Longest metadata key.
-pub const MAX_METADATA_KEY_BYTES: usize = 128;
-/// Longest metadata value.
-pub const MAX_METADATA_VALUE_BYTES: usize = 4096;
-/// Longest idempotency key.
-pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
 
 /// A namespace or session id: 1..=128 chars of `A-Za-z0-9._-:@`.
 pub fn id(field: &str, value: &str) -> Result<()> {
@@ -155,3 +145,27 @@ pub fn turns(turns: &[NewTurn], limits: &Limits) -> Result<()> {
     }
     Ok(())
 }
+
+/// Checks a bundle request's bounds.
+pub fn bundle_request(req: &BundleRequest) -> Result<()> {
+    if !(MIN_BUDGET..=MAX_BUDGET).contains(&req.budget_tokens) {
+        return Err(Error::invalid(format!(
+            "budget_tokens is {}; it must be from {MIN_BUDGET} to {MAX_BUDGET}",
+            req.budget_tokens
+        )));
+    }
+    if req.recent_interactions > MAX_RECENT_INTERACTIONS {
+        return Err(Error::invalid(format!(
+            "recent_interactions is {}; the limit is {MAX_RECENT_INTERACTIONS}",
+            req.recent_interactions
+        )));
+    }
+    if req.query.len() > MAX_QUERY_BYTES {
+        return Err(Error::invalid(format!(
+            "query is {} bytes; the limit is {MAX_QUERY_BYTES}",
+            req.query.len()
+        )));
+    }
+    name("agent_id", &req.agent_id, MAX_NAME_BYTES)
+}
+

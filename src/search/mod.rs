@@ -1,15 +1,17 @@
 //! Ranked retrieval over turns, current facts and episodes with tantivy
 //! (BM25, English stemming). The index is derived: the store is the source
-//! of truth, every store change queues an `IndexChange` in the same batch,
-//! and the indexer (`indexer.rs`) applies them shortly after. A missing,
-//! damaged or half-built index is rebuilt from the store at start (and by
+//! of truth, every store change adds an `IndexChange` to the outbox in the
+//! same batch, and the indexer (`runtime::indexer`) applies them shortly
+//! after, reading what they name through the [`Documents`] port. A
+//! missing, damaged or half-built index is rebuilt at start (and by
 //! `mnemo reindex`).
 //!
-//! Scope is enforced inside the query (namespace, subject, session), and
-//! every hit is checked against the store before it is returned, so a
-//! deleted session or fact never shows up, whatever the index lag.
+//! Scope is enforced inside the query (namespace, subject, session); the
+//! caller checks every hit against the store before it is returned (the
+//! `keep` closure of [`SearchIndex::search`]), so a deleted session or
+//! fact never shows up, whatever the index lag. This module never reads
+//! storage itself.
 
-pub mod indexer;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -29,10 +31,7 @@ use tantivy::tokenizer::{
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::error::{Error, Result};
-use crate::memory::episodes::{self, Episode};
-use crate::memory::facts::{Fact, FactOrigin};
-use crate::memory::types::{Role, Session, Turn};
-use crate::store::{IndexChange, Store};
+use crate::model::{Episode, Fact, FactOrigin, IndexChange, Role, Session, Turn};
 
 /// Most hits a search may ask for.
 pub const MAX_LIMIT: u32 = 100;
@@ -40,6 +39,37 @@ pub const MAX_LIMIT: u32 = 100;
 pub const DEFAULT_LIMIT: u32 = 10;
 /// Longest query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
+/// What the index reads its documents from (the domain implements it over
+/// the store).
+pub trait Documents {
+    /// A session; `NotFound` when absent.
+    fn session(&self, ns: &str, session_id: &str) -> Result<Session>;
+    /// Turns `from..=to` of a session, oldest first, at most `limit`;
+    /// `NotFound` when the session is gone.
+    fn turns(&self, ns: &str, session_id: &str, from: u64, to: u64, limit: usize)
+        -> Result<Vec<Turn>>;
+    /// A fact version; `NotFound` when absent.
+    fn fact(&self, ns: &str, fact_id: &str) -> Result<Fact>;
+    /// A session's episode, if any.
+    fn episode(&self, ns: &str, session_id: &str) -> Result<Option<Episode>>;
+    /// Sessions of every namespace after `after`, at most `limit`, and
+    /// where to resume (`None` when the page was empty).
+    fn sessions_after(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<(Vec<Session>, Option<(String, String)>)>;
+    /// Every fact version after an opaque resume key, and the next one.
+    fn facts_after(&self, after: Option<&[u8]>, limit: usize)
+        -> Result<(Vec<Fact>, Option<Vec<u8>>)>;
+    /// Every episode after an opaque resume key, and the next one.
+    fn episodes_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Vec<Episode>, Option<Vec<u8>>)>;
+}
+
 /// Most distinct query terms used (the rest are ignored).
 const MAX_TERMS: usize = 64;
 /// Longest snippet, in characters.
@@ -394,7 +424,7 @@ impl SearchIndex {
         doc.add_text(f.session_id, session_id);
         doc.add_text(f.kind, Kind::Episode.tag());
         doc.add_text(f.ref_id, session_id);
-        doc.add_text(f.text, episodes::episode_text(e));
+        doc.add_text(f.text, e.text());
         w.add_document(doc).map_err(index_error)?;
         Ok(())
     }
@@ -402,14 +432,14 @@ impl SearchIndex {
     fn index_turns(
         &self,
         w: &IndexWriter<TantivyDocument>,
-        store: &dyn Store,
+        store: &dyn Documents,
         session: &Session,
         (first, last): (u64, u64),
     ) -> Result<()> {
         let (ns, sid) = (&session.namespace, &session.session_id);
         let mut from = first;
         while from <= last {
-            let page = match store.list_turns(ns, sid, from, last, REBUILD_PAGE) {
+            let page = match store.turns(ns, sid, from, last, REBUILD_PAGE) {
                 Ok(p) => p,
                 // Deleted meanwhile: its SessionDeleted entry follows.
                 Err(Error::NotFound(_)) => return Ok(()),
@@ -429,7 +459,7 @@ impl SearchIndex {
     fn apply_one(
         &self,
         w: &IndexWriter<TantivyDocument>,
-        store: &dyn Store,
+        store: &dyn Documents,
         c: &IndexChange,
     ) -> Result<()> {
         match c {
@@ -438,7 +468,7 @@ impl SearchIndex {
                 session_id,
                 first_seq,
                 last_seq,
-            } => match store.get_session(namespace, session_id) {
+            } => match store.session(namespace, session_id) {
                 Ok(s) => self.index_turns(w, store, &s, (*first_seq, *last_seq)),
                 Err(Error::NotFound(_)) => Ok(()),
                 Err(e) => Err(e),
@@ -454,7 +484,7 @@ impl SearchIndex {
                 Ok(())
             }
             IndexChange::Fact { namespace, fact_id } => {
-                let fact = match store.get_fact(namespace, fact_id) {
+                let fact = match store.fact(namespace, fact_id) {
                     Ok(f) => Some(f),
                     Err(Error::NotFound(_)) => None,
                     Err(e) => return Err(e),
@@ -465,7 +495,7 @@ impl SearchIndex {
                 namespace,
                 session_id,
             } => {
-                let e = store.get_episode(namespace, session_id)?;
+                let e = store.episode(namespace, session_id)?;
                 self.put_episode(w, namespace, session_id, e.as_ref())
             }
         }
@@ -473,7 +503,7 @@ impl SearchIndex {
 
     /// Applies outbox entries and commits; the entries may then be
     /// acknowledged. Applying an entry twice is harmless.
-    pub fn apply(&self, store: &dyn Store, changes: &[IndexChange]) -> Result<()> {
+    pub fn apply(&self, store: &dyn Documents, changes: &[IndexChange]) -> Result<()> {
         let mut w = self.writer();
         for c in changes {
             if let Err(e) = self.apply_one(&w, store, c) {
@@ -495,7 +525,7 @@ impl SearchIndex {
 
     /// Rebuilds the whole index from the store; returns the documents
     /// added. Searches answer UNAVAILABLE until it is done.
-    pub fn rebuild(&self, store: &dyn Store) -> Result<u64> {
+    pub fn rebuild(&self, store: &dyn Documents) -> Result<u64> {
         self.rebuild_with_progress(store, &mut |_| {})
     }
 
@@ -503,7 +533,7 @@ impl SearchIndex {
     /// added so far after each page of the store.
     pub fn rebuild_with_progress(
         &self,
-        store: &dyn Store,
+        store: &dyn Documents,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64> {
         self.ready.store(false, Ordering::Release);
@@ -516,15 +546,15 @@ impl SearchIndex {
         let mut docs = 0u64;
         let mut after: Option<(String, String)> = None;
         loop {
-            let page = store.scan_sessions(
+            let (sessions, resume) = store.sessions_after(
                 after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
                 REBUILD_PAGE,
             )?;
-            let Some(resume) = page.resume_after else {
+            let Some(resume) = resume else {
                 break;
             };
             after = Some(resume);
-            for s in &page.sessions {
+            for s in &sessions {
                 self.index_turns(&w, store, s, (1, s.last_seq()))?;
                 docs += s.last_seq();
             }
@@ -532,7 +562,7 @@ impl SearchIndex {
         }
         let mut from: Option<Vec<u8>> = None;
         loop {
-            let (facts, resume) = store.scan_facts(from.as_deref(), REBUILD_PAGE)?;
+            let (facts, resume) = store.facts_after(from.as_deref(), REBUILD_PAGE)?;
             for fact in &facts {
                 self.put_fact(&w, &fact.namespace, &fact.fact_id, Some(fact))?;
                 docs += u64::from(fact.is_current());
@@ -544,7 +574,7 @@ impl SearchIndex {
         }
         let mut from: Option<Vec<u8>> = None;
         loop {
-            let (eps, resume) = store.scan_episodes(from.as_deref(), REBUILD_PAGE)?;
+            let (eps, resume) = store.episodes_after(from.as_deref(), REBUILD_PAGE)?;
             for e in &eps {
                 self.put_episode(&w, &e.namespace, &e.session_id, Some(e))?;
                 docs += 1;
@@ -576,9 +606,14 @@ impl SearchIndex {
         )
     }
 
-    /// Runs a search. Hits are checked against the store: what was deleted
-    /// is dropped even if the index has not caught up.
-    pub fn search(&self, store: &dyn Store, q: &SearchQuery) -> Result<Vec<Hit>> {
+    /// Runs a search. Each candidate hit is shown to `keep`, which checks it
+    /// against the store: what was deleted is dropped even if the index has
+    /// not caught up.
+    pub fn search(
+        &self,
+        q: &SearchQuery,
+        keep: &mut dyn FnMut(&Hit) -> Result<bool>,
+    ) -> Result<Vec<Hit>> {
         if !self.is_ready() {
             return Err(Error::Unavailable(
                 "the search index is being rebuilt from the store; retry shortly".into(),
@@ -689,7 +724,7 @@ impl SearchIndex {
             if turn.as_ref().is_some_and(|t| shown.contains(t)) {
                 continue;
             }
-            if still_stored(store, &q.namespace, &hit)? {
+            if keep(&hit)? {
                 shown.extend(turn);
                 hits.push(hit);
             }
@@ -698,23 +733,3 @@ impl SearchIndex {
     }
 }
 
-/// Whether the store still holds what a hit names (and, for a fact, as
-/// the current version).
-fn still_stored(store: &dyn Store, ns: &str, hit: &Hit) -> Result<bool> {
-    let found = match hit.kind {
-        // The turn itself: an unacknowledged append lost in a crash may
-        // have been indexed before it was durable.
-        Kind::Turn => store
-            .get_turns(ns, &hit.session_id, &[hit.seq])
-            .map(|t| !t.is_empty()),
-        Kind::Episode => store.get_episode(ns, &hit.session_id).map(|e| e.is_some()),
-        Kind::Fact => store.get_fact(ns, &hit.fact_id).map(|f| f.is_current()),
-    };
-    match found {
-        Ok(b) => Ok(b),
-        Err(Error::NotFound(_)) => Ok(false),
-        // A damaged record is not shown; the rest of the results are.
-        Err(Error::DataLoss(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
-}

@@ -15,10 +15,14 @@ pub const FORMAT_V2: u8 = 2;
 /// Session settings gained `fact_extraction` and sessions
 /// `episode_version`; facts, episodes and the index outbox appeared.
 pub const FORMAT_V3: u8 = 3;
+/// Fold records became opaque: a summarizer's name, its state format and
+/// its state as bytes (formats 1 to 3 held the rule engine's state
+/// inline). Every other record is laid out as in V3.
+pub const FORMAT_V4: u8 = 4;
 /// The format new records are written in. Bump it when a stored type
 /// changes incompatibly, and keep a decoder for every older format (see
 /// `store::legacy`).
-pub const FORMAT_CURRENT: u8 = FORMAT_V3;
+pub const FORMAT_CURRENT: u8 = FORMAT_V4;
 const HEADER: usize = 5;
 
 /// Encodes a value into a checksummed envelope.

@@ -16,13 +16,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::engine::{Engine, Write};
-use super::{codec, keys, legacy, IdempotencyRecord, IndexChange};
+use super::{codec, keys, legacy};
 use crate::error::{Error, Precondition, Result};
-use crate::memory::episodes::{CarriedAction, Episode};
-use crate::memory::facts::Fact;
-use crate::memory::types::{Session, Turn};
-use crate::summarize::model::{ActionStatus, SessionSummary};
-use crate::summarize::records::{AuditRecord, FoldRecord, ReviewItem};
+use crate::model::{
+    ActionStatus, AuditRecord, CarriedAction, Episode, Fact, FoldRecord, IdempotencyRecord,
+    IndexChange, ReviewItem, Session, SessionSummary, Turn,
+};
 
 /// The export format's version (in the header line).
 pub const EXPORT_VERSION: u32 = 1;
@@ -101,6 +100,7 @@ fn kind_of(tag: u8) -> Option<(&'static str, Codec)> {
         keys::CARRIED => ("carried_action", Codec::Carried),
         keys::ACTION_STATUS => ("action_status", Codec::ActionStatus),
         keys::CHANGE => ("index_change", Codec::Outbox),
+        keys::CURSOR => ("outbox_cursor", Codec::Outbox),
         _ => return None,
     })
 }
@@ -124,7 +124,8 @@ fn to_json(codec: Codec, bytes: &[u8], what: impl Fn() -> String) -> Result<Valu
         Codec::Turn => j::<Turn>(bytes, what),
         Codec::Idempotency => j::<IdempotencyRecord>(bytes, what),
         Codec::Summary => j::<SessionSummary>(bytes, what),
-        Codec::Fold => j::<FoldRecord>(bytes, what),
+        Codec::Fold => serde_json::to_value(legacy::decode_fold(bytes, what)?)
+            .map_err(|e| Error::Internal(format!("cannot show a fold record: {e}"))),
         Codec::Audit => j::<AuditRecord>(bytes, what),
         Codec::Review => j::<ReviewItem>(bytes, what),
         Codec::Fact => j::<Fact>(bytes, what),
@@ -183,7 +184,7 @@ fn part_text(parts: &[&[u8]], i: usize) -> String {
 /// Whether the record under `key` (with `value`) is inside `scope`.
 fn in_scope(scope: &Scope, key: &[u8], value: &[u8]) -> bool {
     let tag = key.first().copied().unwrap_or(0);
-    if tag == keys::CHANGE {
+    if tag == keys::CHANGE || tag == keys::CURSOR {
         return false;
     }
     let p = parts(key);
@@ -229,7 +230,7 @@ pub fn export<E: Engine>(
     let header = Header {
         mnemo_export: EXPORT_VERSION,
         scope: scope.clone(),
-        exported_at_unix_nanos: crate::memory::types::now_nanos(),
+        exported_at_unix_nanos: crate::model::now_nanos(),
     };
     writeln!(out, "{}", json_line(&header)?).map_err(io)?;
     let mut records = 0u64;

@@ -40,6 +40,10 @@ pub trait Engine: Send + Sync + 'static {
     /// key order while keys start with `prefix`, at most `limit`.
     fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>>;
 
+    /// Entries whose keys start with `prefix`, in descending key order,
+    /// at most `limit`.
+    fn scan_rev(&self, prefix: &[u8], limit: usize) -> Result<Vec<Entry>>;
+
     /// Applies every write of `batch` atomically.
     fn apply(&self, batch: Batch) -> Result<()>;
 
@@ -54,6 +58,19 @@ fn start_bound(from: Bound<&[u8]>, prefix: &[u8]) -> Bound<Vec<u8>> {
         Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
         Bound::Unbounded => Bound::Included(prefix.to_vec()),
     }
+}
+
+/// The first key after every key that starts with `prefix` (`None`: no
+/// such key, the prefix is all 0xff).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }
 
 /// The in-memory engine: a `BTreeMap` behind a read-write lock.
@@ -83,6 +100,17 @@ impl Engine for MemoryEngine {
         Ok(map
             .range((from, Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn scan_rev(&self, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        let end = prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(map
+            .range::<[u8], _>((Bound::Included(prefix), end.as_ref().map(Vec::as_slice)))
+            .rev()
             .take(limit)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect())
@@ -262,6 +290,19 @@ impl Engine for SledEngine {
         for item in self.tree.range((from, Bound::Unbounded)) {
             let (k, v) = item?;
             if !k.starts_with(prefix) || out.len() == limit {
+                break;
+            }
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn scan_rev(&self, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
+        let _gate = shared();
+        let mut out = Vec::new();
+        for item in self.tree.scan_prefix(prefix).rev() {
+            let (k, v) = item?;
+            if out.len() == limit {
                 break;
             }
             out.push((k.to_vec(), v.to_vec()));

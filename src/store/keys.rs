@@ -64,6 +64,8 @@ pub const CARRIED: u8 = b'O';
 pub const ACTION_STATUS: u8 = b'Q';
 /// Tag byte of the search-index outbox.
 pub const CHANGE: u8 = b'L';
+/// Tag byte of outbox consumers' cursors.
+pub const CURSOR: u8 = b'C';
 
 fn key(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
     let len = 1 + parts.iter().map(|p| p.len() + 1).sum::<usize>();
@@ -304,6 +306,11 @@ pub fn change(id: u64) -> Vec<u8> {
     let mut k = vec![CHANGE];
     k.extend_from_slice(&id.to_be_bytes());
     k
+}
+
+/// Key of an outbox consumer's cursor.
+pub fn cursor(consumer: &str) -> Vec<u8> {
+    key(CURSOR, &[consumer.as_bytes()])
 }
 
 /// The seq of a turn key (its last eight bytes), 0 if the key is short.

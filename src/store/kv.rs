@@ -1,22 +1,27 @@
-//! The typed store: sessions, turns and their records over any `Engine`,
-//! using the key layout in `keys` and checksummed values from `codec`.
-//! Writes to one session are serialized by a striped lock and applied as
-//! one atomic batch, so the sled and in-memory stores share every rule.
+//! The typed store over any `Engine`: sessions, turns, summaries and their
+//! records, using the key layout in `keys` and checksummed values from
+//! `codec`. Writes to one session are serialized by a striped lock; the
+//! domain's `decide` closure runs under it and its plan is applied as one
+//! atomic batch, then group commit makes it durable before the method
+//! returns. Long-term memory and the outbox are in `knowledge.rs` and
+//! `outbox.rs`.
 
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard};
 
+use super::commit::{self, GroupCommit};
 use super::engine::{Batch, Engine, MemoryEngine, SledEngine, Write};
-use super::long_term::{ChangeLog, IndexChange};
+use super::outbox::ChangeLog;
 use super::{
-    codec, keys, legacy, plan_append, AppendPlan, Appended, IdempotencyRecord, SessionPage,
-    SessionScan, Store,
+    codec, keys, legacy, AppendPlan, Appended, DecideAppend, SessionPage, SessionScan,
+    SessionStore, Store, SummaryStore, SummaryWrite,
 };
-use crate::error::{Error, Precondition, Result};
-use crate::memory::types::{PreparedAppend, Session, SessionFilter, Turn};
-use crate::summarize::records::{AuditRecord, FoldRecord, ReviewItem, ReviewStatus, SummaryWrite};
-use crate::summarize::SessionSummary;
+use crate::error::{Error, Result};
+use crate::model::{
+    AuditRecord, FoldRecord, IdempotencyRecord, IndexChange, ReviewItem, ReviewStatus, Session,
+    SessionFilter, SessionSummary, Turn,
+};
 
 /// Lock stripes: enough that unrelated sessions rarely contend.
 const STRIPES: usize = 64;
@@ -27,8 +32,10 @@ const DELETE_CHUNK: usize = 4096;
 pub struct KvStore<E: Engine> {
     engine: E,
     stripes: Vec<Mutex<()>>,
-    /// Ids and backlog of the search outbox.
+    /// Ids and cursors of the outbox.
     pub(super) changes: ChangeLog,
+    /// Batches the syncs of concurrent writers.
+    commit: GroupCommit,
 }
 
 /// The durable default: a `KvStore` on sled.
@@ -60,14 +67,21 @@ impl<E: Engine> KvStore<E> {
         let changes = ChangeLog::recover(&engine).unwrap_or_else(|e| {
             // Reads failing here fail every request too; the outbox ids
             // still start from the clock, so they stay unique.
-            tracing::error!(error = %e, "cannot read the search outbox");
+            tracing::error!(error = %e, "cannot read the outbox");
             ChangeLog::default()
         });
         KvStore {
             engine,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             changes,
+            commit: GroupCommit::new(),
         }
+    }
+
+    /// Returns once every batch applied so far is durable (one sync for
+    /// all concurrent callers).
+    pub(super) fn durable(&self) -> Result<()> {
+        self.commit.wait_durable(|| self.engine.sync())
     }
 
     /// The engine (tests reach through it to damage records on purpose).
@@ -200,7 +214,7 @@ fn session_id_of(key: &[u8]) -> Result<String> {
         .map_err(|_| Error::DataLoss("a session key is not valid UTF-8".into()))
 }
 
-impl<E: Engine> Store for KvStore<E> {
+impl<E: Engine> SessionStore for KvStore<E> {
     fn create_session(&self, session: &Session) -> Result<()> {
         let (ns, id) = (&session.namespace, &session.session_id);
         let _g = self.lock(ns, id);
@@ -220,7 +234,8 @@ impl<E: Engine> Store for KvStore<E> {
                 Vec::new(),
             ));
         }
-        self.engine.apply(batch)
+        self.engine.apply(batch)?;
+        self.durable()
     }
 
     fn get_session(&self, ns: &str, session_id: &str) -> Result<Session> {
@@ -289,19 +304,11 @@ impl<E: Engine> Store for KvStore<E> {
             keys::session(ns, session_id),
             codec::encode(&s)?,
         )])?;
+        self.durable()?;
         Ok(s)
     }
 
     fn delete_session(&self, ns: &str, session_id: &str) -> Result<u64> {
-        // Facts extracted from the session go first, under the subject's
-        // lock (never held with a session lock: they share stripes). A
-        // crash before the session itself is gone leaves a session whose
-        // delete can simply be retried.
-        if let Ok(s) = self.read_session(ns, session_id) {
-            if !s.subject_id.is_empty() {
-                self.forget_extracted(ns, &s.subject_id, session_id)?;
-            }
-        }
         let _g = self.lock(ns, session_id);
         let session = match self.read_session(ns, session_id) {
             Ok(s) => Some(s),
@@ -338,71 +345,87 @@ impl<E: Engine> Store for KvStore<E> {
         })?);
         self.engine.apply(batch)?;
         self.changes.committed(1);
-        self.purge_records(ns, session_id)
+        let turns = self.purge_records(ns, session_id)?;
+        self.durable()?;
+        Ok(turns)
     }
 
     fn append_turns(
         &self,
         ns: &str,
         session_id: &str,
-        append: &PreparedAppend,
+        idempotency_key: Option<&str>,
+        decide: &mut DecideAppend<'_>,
     ) -> Result<Appended> {
-        let _g = self.lock(ns, session_id);
-        let current = self.read_session(ns, session_id)?;
-        let idem_key = append
-            .idempotency_key
-            .as_ref()
-            .map(|ik| keys::idempotency(ns, session_id, ik));
-        let previous = match &idem_key {
-            Some(k) => self.read::<IdempotencyRecord>(k, || {
-                format!("idempotency record of {ns}/{session_id}")
-            })?,
-            None => None,
-        };
-        match plan_append(&current, previous, append)? {
-            AppendPlan::Replay(outcome) => Ok(Appended {
-                outcome,
-                previous_state: current.state,
-                session: current,
-            }),
-            AppendPlan::Write {
-                turns,
-                session,
-                outcome,
-            } => {
-                let mut batch: Batch = Vec::with_capacity(turns.len() + 3);
-                for t in &turns {
-                    batch.push(Write::Put(
-                        keys::turn(ns, session_id, t.seq),
-                        codec::encode(t)?,
-                    ));
-                }
-                if let Some(k) = idem_key {
-                    let rec = IdempotencyRecord {
-                        fingerprint: append.fingerprint,
-                        outcome: outcome.clone(),
-                    };
-                    batch.push(Write::Put(k, codec::encode(&rec)?));
-                }
-                batch.push(Write::Put(
-                    keys::session(ns, session_id),
-                    codec::encode(&session)?,
-                ));
-                batch.push(self.changes.entry(&IndexChange::Turns {
-                    namespace: ns.to_owned(),
-                    session_id: session_id.to_owned(),
-                    first_seq: outcome.first_seq,
-                    last_seq: outcome.last_seq,
-                })?);
-                self.engine.apply(batch)?;
-                self.changes.committed(1);
-                Ok(Appended {
+        let idem_key = idempotency_key.map(|ik| keys::idempotency(ns, session_id, ik));
+        let appended = {
+            let _g = self.lock(ns, session_id);
+            let current = self.read_session(ns, session_id)?;
+            let previous = match &idem_key {
+                Some(k) => self.read::<IdempotencyRecord>(k, || {
+                    format!("idempotency record of {ns}/{session_id}")
+                })?,
+                None => None,
+            };
+            match decide(&current, previous.as_ref())? {
+                AppendPlan::Replay(outcome) => Appended {
                     outcome,
-                    session: *session,
                     previous_state: current.state,
-                })
+                    session: current,
+                },
+                AppendPlan::Write {
+                    turns,
+                    session,
+                    outcome,
+                    fingerprint,
+                } => {
+                    let (Some(first), Some(last)) = (turns.first(), turns.last()) else {
+                        return Err(Error::Internal("an append plan without turns".into()));
+                    };
+                    if first.seq != current.next_seq || session.next_seq != last.seq + 1 {
+                        return Err(Error::Internal(format!(
+                            "an append plan for {ns}/{session_id} breaks the seq order"
+                        )));
+                    }
+                    let mut batch: Batch = Vec::with_capacity(turns.len() + 3);
+                    for t in &turns {
+                        batch.push(Write::Put(
+                            keys::turn(ns, session_id, t.seq),
+                            codec::encode(t)?,
+                        ));
+                    }
+                    if let Some(k) = idem_key {
+                        let rec = IdempotencyRecord {
+                            fingerprint,
+                            outcome: outcome.clone(),
+                        };
+                        batch.push(Write::Put(k, codec::encode(&rec)?));
+                    }
+                    batch.push(Write::Put(
+                        keys::session(ns, session_id),
+                        codec::encode(&session)?,
+                    ));
+                    batch.push(self.changes.entry(&IndexChange::Turns {
+                        namespace: ns.to_owned(),
+                        session_id: session_id.to_owned(),
+                        first_seq: outcome.first_seq,
+                        last_seq: outcome.last_seq,
+                    })?);
+                    self.engine.apply(batch)?;
+                    self.changes.committed(1);
+                    Appended {
+                        outcome,
+                        session: *session,
+                        previous_state: current.state,
+                    }
+                }
             }
-        }
+        };
+        // Outside the lock, so writers of other sessions on this stripe
+        // join the same sync. A replay waits too: the original write may
+        // not be durable yet.
+        self.durable()?;
+        Ok(appended)
     }
 
     fn list_turns(
@@ -415,6 +438,17 @@ impl<E: Engine> Store for KvStore<E> {
     ) -> Result<Vec<Turn>> {
         // Existence (and integrity) of the session record first.
         self.read_session(ns, session_id)?;
+        self.read_turns(ns, session_id, from_seq, to_seq, limit)
+    }
+
+    fn read_turns(
+        &self,
+        ns: &str,
+        session_id: &str,
+        from_seq: u64,
+        to_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Turn>> {
         if from_seq > to_seq {
             return Ok(Vec::new());
         }
@@ -452,10 +486,6 @@ impl<E: Engine> Store for KvStore<E> {
         Ok(out)
     }
 
-    fn sync(&self) -> Result<()> {
-        self.engine.sync()
-    }
-
     fn scan_sessions(&self, after: Option<(&str, &str)>, limit: usize) -> Result<SessionScan> {
         let start = after.map(|(ns, id)| keys::session(ns, id));
         let from = start.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
@@ -472,10 +502,17 @@ impl<E: Engine> Store for KvStore<E> {
         Ok(scan)
     }
 
+}
+
+impl<E: Engine> SummaryStore for KvStore<E> {
     fn fold_record(&self, ns: &str, session_id: &str) -> Result<Option<FoldRecord>> {
-        self.read(&keys::fold(ns, session_id), || {
-            format!("summary fold state of session {ns}/{session_id}")
-        })
+        match self.engine.get(&keys::fold(ns, session_id))? {
+            Some(v) => legacy::decode_fold(&v, || {
+                format!("summary fold state of session {ns}/{session_id}")
+            })
+            .map(Some),
+            None => Ok(None),
+        }
     }
 
     fn save_summary(&self, ns: &str, session_id: &str, write: SummaryWrite) -> Result<Session> {
@@ -520,6 +557,7 @@ impl<E: Engine> Store for KvStore<E> {
             codec::encode(&session)?,
         ));
         self.engine.apply(batch)?;
+        self.durable()?;
         Ok(session)
     }
 
@@ -614,40 +652,23 @@ impl<E: Engine> Store for KvStore<E> {
         &self,
         ns: &str,
         review_id: &str,
-        status: ReviewStatus,
         mut audit: AuditRecord,
+        decide: &mut dyn FnMut(&ReviewItem) -> Result<ReviewItem>,
     ) -> Result<ReviewItem> {
         let key = keys::review(ns, review_id);
-        let peek: ReviewItem = self
-            .read(&key, || format!("review item {ns}/{review_id}"))?
-            .ok_or_else(|| {
-                Error::NotFound(format!(
-                    "review item {review_id:?} not found in namespace {ns:?}"
-                ))
-            })?;
+        let read = || -> Result<ReviewItem> {
+            self.read(&key, || format!("review item {ns}/{review_id}"))?
+                .ok_or_else(|| {
+                    Error::NotFound(format!(
+                        "review item {review_id:?} not found in namespace {ns:?}"
+                    ))
+                })
+        };
+        let peek = read()?;
         let _g = self.lock(ns, &peek.session_id);
         // Re-read under the session's lock: a concurrent resolve may have won.
-        let mut item: ReviewItem = self
-            .read(&key, || format!("review item {ns}/{review_id}"))?
-            .ok_or_else(|| {
-                Error::NotFound(format!(
-                    "review item {review_id:?} not found in namespace {ns:?}"
-                ))
-            })?;
-        if item.status != ReviewStatus::Pending {
-            return Err(Error::FailedPrecondition(
-                Precondition::AlreadyResolved,
-                format!(
-                    "review item {review_id:?} is already {:?} by {:?}",
-                    item.status, item.reviewer
-                ),
-            ));
-        }
-        item.status = status;
-        item.reviewer = audit.reviewer.clone();
-        item.comment = audit.comment.clone();
-        item.resolved_at = audit.created_at;
-        let mut batch: Batch = vec![Write::Put(key, codec::encode(&item)?)];
+        let item = decide(&read()?)?;
+        let mut batch: Batch = vec![Write::Put(key.clone(), codec::encode(&item)?)];
         match self.read_session(ns, &item.session_id) {
             Ok(mut session) => {
                 session.summary.audit_seq += 1;
@@ -666,6 +687,17 @@ impl<E: Engine> Store for KvStore<E> {
             Err(e) => return Err(e),
         }
         self.engine.apply(batch)?;
+        self.durable()?;
         Ok(item)
+    }
+}
+
+impl<E: Engine> Store for KvStore<E> {
+    fn sync_stats(&self) -> std::sync::Arc<commit::Stats> {
+        self.commit.stats()
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.durable()
     }
 }

@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::codec::{self, FORMAT_V1, FORMAT_V2};
+use super::codec::{self, FORMAT_V1, FORMAT_V2, FORMAT_V4};
 use crate::error::Result;
-use crate::memory::types::{
-    Encoding, RiskLevel, Session, SessionSettings, SessionState, SummaryProgress, UnixNanos,
+use crate::model::{
+    Encoding, FoldRecord, RiskLevel, Session, SessionSettings, SessionState, SummaryProgress,
+    UnixNanos, LEGACY_FOLD_FORMAT,
 };
 
 /// Session settings as formats 1 and 2 stored them (before fact
@@ -118,6 +119,25 @@ pub fn decode_session(bytes: &[u8], what: impl Fn() -> String) -> Result<Session
         FORMAT_V2 => codec::decode::<SessionV2>(bytes, what).map(Session::from),
         _ => codec::decode(bytes, what),
     }
+}
+
+/// The summarizer that wrote every fold record before format 4.
+const LEGACY_SUMMARIZER: &str = "mnemo-rules";
+
+/// Decodes a fold record of any format. Before format 4 the payload was
+/// the rule engine's whole record, which only that summarizer can read:
+/// it is handed over as is, marked [`LEGACY_FOLD_FORMAT`].
+pub fn decode_fold(bytes: &[u8], what: impl Fn() -> String) -> Result<FoldRecord> {
+    let (format, payload) = codec::open(bytes, &what)?;
+    if format >= FORMAT_V4 {
+        return codec::decode(bytes, what);
+    }
+    Ok(FoldRecord {
+        summarizer: LEGACY_SUMMARIZER.to_owned(),
+        format: LEGACY_FOLD_FORMAT,
+        state: payload.to_vec(),
+        ..FoldRecord::default()
+    })
 }
 
 #[cfg(test)]

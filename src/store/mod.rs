@@ -1,34 +1,39 @@
-//! Storage: the `Store` trait (domain types in, domain types out), one
-//! implementation (`kv::KvStore`) over two engines (sled, the default, and
-//! in-memory), the key layout, the checksummed record codec and group
-//! commit.
+//! Storage: small ports, one per concern, and the engines that implement
+//! them. The domain decides, the store applies: every write that depends
+//! on what is stored takes a `decide` closure, which the store runs on the
+//! current records under its lock (sled: the session's lock stripe; a SQL
+//! backend: after `SELECT … FOR UPDATE`) and whose plan it applies as one
+//! atomic write. The store enforces no domain rule of its own; what it
+//! keeps is storage's own promises: ids unique, seqs gap-free, conditional
+//! writes (a summary over a moved base version is `Aborted`).
 //!
-//! Durability contract: a write is visible to readers as soon as its method
-//! returns, and durable (survives power loss) only after a later
-//! [`Store::sync`] returns. Callers acknowledge writes to clients only after
-//! a sync, normally through [`commit::GroupCommit`].
+//! Durability contract: every write method returns only once its write is
+//! durable (survives `kill -9` and power loss). Engines batch the syncs of
+//! concurrent writers (group commit) behind that contract.
+//!
+//! Imports only `model`, the error type and configuration values.
 
 pub mod codec;
 pub mod commit;
 pub mod dump;
 pub mod engine;
 pub mod keys;
+mod knowledge;
 mod kv;
 pub mod legacy;
-pub mod long_term;
+mod outbox;
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 pub use self::kv::{KvStore, MemoryStore, SledStore};
-pub use self::long_term::{IndexChange, LongTermStore};
-use crate::error::{Error, Precondition, Result};
-use crate::memory::types::{
-    AppendOutcome, PreparedAppend, Session, SessionFilter, SessionState, Turn,
+use crate::error::Result;
+use crate::model::{
+    ActionRef, ActionStatus, AppendOutcome, AuditRecord, CarriedAction, Episode, Fact, FactFilter,
+    FactIdentity, FactPlan, FoldRecord, IdempotencyRecord, IndexChange, PendingAction, ReviewItem, Session,
+    SessionFilter, SessionState, SessionSummary, Turn,
 };
-use crate::summarize::records::{AuditRecord, FoldRecord, ReviewItem, ReviewStatus, SummaryWrite};
-use crate::summarize::SessionSummary;
 
-/// One page of sessions from [`Store::list_sessions`].
+/// One page of sessions from [`SessionStore::list_sessions`].
 #[derive(Debug, Clone, Default)]
 pub struct SessionPage {
     /// Sessions that passed the filter, in id order.
@@ -37,10 +42,109 @@ pub struct SessionPage {
     pub resume_after: Option<String>,
 }
 
-/// Persistent storage of sessions and turns. Implementations make each
-/// method atomic: concurrent calls on one session never interleave
-/// partially, and a failed call changes nothing.
-pub trait Store: LongTermStore + Send + Sync + 'static {
+/// One page of [`SessionStore::scan_sessions`].
+#[derive(Debug, Clone, Default)]
+pub struct SessionScan {
+    /// Sessions that decoded.
+    pub sessions: Vec<Session>,
+    /// Why the others did not (DATA_LOSS messages naming the session).
+    pub unreadable: Vec<String>,
+    /// The last (namespace, session id) examined; `None` when the page
+    /// was empty.
+    pub resume_after: Option<(String, String)>,
+}
+
+/// A page of a store-wide scan and where to resume (an opaque key).
+pub type ScanPage<T> = (Vec<T>, Option<Vec<u8>>);
+
+/// What [`SessionStore::append_turns`] did, and the session after it (so
+/// callers need not read the session again).
+#[derive(Debug, Clone)]
+pub struct Appended {
+    /// The result for the client (a replay when the key was seen).
+    pub outcome: AppendOutcome,
+    /// The session as stored after the append.
+    pub session: Session,
+    /// Its state before the append (an append wakes an IDLE session).
+    pub previous_state: SessionState,
+}
+
+/// The domain's decision on an append, applied atomically by the store.
+#[derive(Debug)]
+pub enum AppendPlan {
+    /// The idempotency key was seen: return this, write nothing.
+    Replay(AppendOutcome),
+    /// Write these turns and this session, and remember the outcome with
+    /// the request's fingerprint under the idempotency key (when the
+    /// append has one).
+    Write {
+        /// Turns to store, seqs assigned (from the session's `next_seq`).
+        turns: Vec<Turn>,
+        /// The session after the append.
+        session: Box<Session>,
+        /// The result for the client.
+        outcome: AppendOutcome,
+        /// SHA-256 of the request, kept with the outcome.
+        fingerprint: [u8; 32],
+    },
+}
+
+/// Decides an append from the session and the record stored under the
+/// append's idempotency key, if any.
+pub type DecideAppend<'a> =
+    dyn FnMut(&Session, Option<&IdempotencyRecord>) -> Result<AppendPlan> + 'a;
+
+/// Everything one summary attempt writes, atomically.
+#[derive(Debug, Clone)]
+pub struct SummaryWrite {
+    /// The session's summary version the attempt started from; the write
+    /// is refused (ABORTED) if another attempt got there first.
+    pub base_version: u64,
+    /// The summary to store; `None` when validation refused it.
+    pub summary: Option<SessionSummary>,
+    /// The new fold state (only with a stored summary).
+    pub fold: Option<FoldRecord>,
+    /// The audit record (its `audit_seq` is assigned by the store).
+    pub audit: AuditRecord,
+    /// A review item, for high-risk summaries that need one.
+    pub review: Option<ReviewItem>,
+    /// Last seq the attempt covered.
+    pub attempted_through_seq: u64,
+}
+
+/// What becomes of a stored fact when a session it cites is deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactFate {
+    /// Unchanged.
+    Keep,
+    /// Rewritten as given (same id).
+    Rewrite(Fact),
+    /// Removed.
+    Delete,
+}
+
+/// The episode of a stopped session and the actions it carries over.
+#[derive(Debug, Clone)]
+pub struct EpisodePlan {
+    /// The episode (replaces the session's earlier one).
+    pub episode: Episode,
+    /// Its carried actions (replace the session's earlier ones).
+    pub carried: Vec<CarriedAction>,
+}
+
+/// What setting an action's status writes.
+#[derive(Debug, Clone)]
+pub struct ActionPlan {
+    /// The action with its new status (returned to the caller).
+    pub action: PendingAction,
+    /// The session's episode, rewritten (when it has one).
+    pub episode: Option<Episode>,
+    /// The carried copy: `Some` to (re)write, `None` to remove.
+    pub carried: Option<CarriedAction>,
+}
+
+/// Sessions and their turns.
+pub trait SessionStore {
     /// Stores a new session; `AlreadyExists` when the id is taken.
     fn create_session(&self, session: &Session) -> Result<()>;
 
@@ -60,7 +164,7 @@ pub trait Store: LongTermStore + Send + Sync + 'static {
     ) -> Result<SessionPage>;
 
     /// Applies `change` to a session atomically and returns the result. If
-    /// `change` fails nothing is written.
+    /// `change` fails nothing is written. A session's subject never changes.
     fn update_session(
         &self,
         ns: &str,
@@ -68,13 +172,20 @@ pub trait Store: LongTermStore + Send + Sync + 'static {
         change: &mut dyn FnMut(&mut Session) -> Result<()>,
     ) -> Result<Session>;
 
-    /// Removes a session and all its records; returns the turns removed.
+    /// Removes a session and all its records (its episode and carried
+    /// actions too); returns the turns removed.
     fn delete_session(&self, ns: &str, session_id: &str) -> Result<u64>;
 
-    /// Appends turns atomically, assigning the next seqs (see
-    /// [`plan_append`] for the rules every implementation follows).
-    fn append_turns(&self, ns: &str, session_id: &str, append: &PreparedAppend)
-        -> Result<Appended>;
+    /// Appends turns: runs `decide` on the session and the record under
+    /// `idempotency_key`, then applies its plan atomically with an outbox
+    /// entry for the new turns.
+    fn append_turns(
+        &self,
+        ns: &str,
+        session_id: &str,
+        idempotency_key: Option<&str>,
+        decide: &mut DecideAppend<'_>,
+    ) -> Result<Appended>;
 
     /// Turns with `from_seq <= seq <= to_seq`, oldest first, at most `limit`.
     /// `NotFound` when the session does not exist.
@@ -87,19 +198,29 @@ pub trait Store: LongTermStore + Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<Turn>>;
 
+    /// As [`SessionStore::list_turns`], without reading the session record
+    /// (for callers that already hold it): an absent session has no turns.
+    fn read_turns(
+        &self,
+        ns: &str,
+        session_id: &str,
+        from_seq: u64,
+        to_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Turn>>;
+
     /// The turns with the given seqs (absent ones are skipped), by point
     /// reads; the session record is not read.
     fn get_turns(&self, ns: &str, session_id: &str, seqs: &[u64]) -> Result<Vec<Turn>>;
 
-    /// Makes every write that returned before this call durable on disk.
-    fn sync(&self) -> Result<()>;
-
     /// Sessions of every namespace after `(ns, session_id)`, at most `limit`
-    /// (the summary scheduler's restart scan).
-    /// Corrupt records are reported in `unreadable`, not as an error, so
-    /// one damaged session cannot stop the daemon from starting.
+    /// (restart scans). Corrupt records are reported in `unreadable`, not
+    /// as an error, so one damaged session cannot stop the daemon.
     fn scan_sessions(&self, after: Option<(&str, &str)>, limit: usize) -> Result<SessionScan>;
+}
 
+/// Summaries, their fold state, the audit log and the review queue.
+pub trait SummaryStore {
     /// The latest fold state of a session, if it has a summary.
     fn fold_record(&self, ns: &str, session_id: &str) -> Result<Option<FoldRecord>>;
 
@@ -142,185 +263,162 @@ pub trait Store: LongTermStore + Send + Sync + 'static {
         scan_limit: usize,
     ) -> Result<(Vec<ReviewItem>, Option<String>)>;
 
-    /// Resolves a pending review item and appends the resolution to its
-    /// session's audit log (stamping `audit.audit_seq`). `NotFound` for an
-    /// unknown id, `FailedPrecondition` if already resolved.
+    /// Resolves a review item: runs `decide` on the stored item (under its
+    /// session's lock) and stores what it returns, with `audit` appended to
+    /// the session's audit log (its `audit_seq` stamped). `NotFound` for an
+    /// unknown id.
     fn resolve_review_item(
         &self,
         ns: &str,
         review_id: &str,
-        status: ReviewStatus,
         audit: AuditRecord,
+        decide: &mut dyn FnMut(&ReviewItem) -> Result<ReviewItem>,
     ) -> Result<ReviewItem>;
 }
 
-/// One page of [`Store::scan_sessions`].
+/// Facts, episodes, carried actions and action statuses.
+pub trait KnowledgeStore {
+    /// Stores a fact: runs `decide` on the subject's current fact with the
+    /// same identity (`Fact::identity`: its key, or its normalized words),
+    /// under the subject's lock, and applies the plan. Returns the plan.
+    fn put_fact(
+        &self,
+        ns: &str,
+        subject_id: &str,
+        identity: &FactIdentity,
+        decide: &mut dyn FnMut(Option<Fact>) -> Result<FactPlan>,
+    ) -> Result<FactPlan>;
+
+    /// One fact version; `NotFound` when absent.
+    fn get_fact(&self, ns: &str, fact_id: &str) -> Result<Fact>;
+
+    /// Facts passing `filter` after fact id `after`, in id order; examines
+    /// at most `scan_limit`. The second value is where to resume.
+    fn list_facts(
+        &self,
+        ns: &str,
+        filter: &FactFilter,
+        after: Option<&str>,
+        limit: usize,
+        scan_limit: usize,
+    ) -> Result<(Vec<Fact>, Option<String>)>;
+
+    /// A subject's newest current facts, newest first, at most `limit`,
+    /// examining at most `scan_limit` versions (superseded ones are
+    /// skipped).
+    fn recent_facts(
+        &self,
+        ns: &str,
+        subject_id: &str,
+        limit: usize,
+        scan_limit: usize,
+    ) -> Result<Vec<Fact>>;
+
+    /// Removes a fact version (and the pointer that named it).
+    fn delete_fact(&self, ns: &str, fact_id: &str) -> Result<Fact>;
+
+    /// Runs `fate` on each fact of a subject, under the subject's lock, and
+    /// applies the answers in one write.
+    fn revise_facts(
+        &self,
+        ns: &str,
+        subject_id: &str,
+        fate: &mut dyn FnMut(&Fact) -> FactFate,
+    ) -> Result<()>;
+
+    /// Writes the episode of a session: runs `decide` on the session, its
+    /// latest summary and its action statuses under the session's lock;
+    /// when it returns a plan, replaces the session's episode and carried
+    /// actions and records the episode's summary version on the session.
+    fn save_episode(
+        &self,
+        ns: &str,
+        session_id: &str,
+        decide: &mut dyn FnMut(
+            &Session,
+            Option<&SessionSummary>,
+            &BTreeMap<u64, ActionStatus>,
+        ) -> Result<Option<EpisodePlan>>,
+    ) -> Result<Option<Episode>>;
+
+    /// The episode of a session, if it has one.
+    fn get_episode(&self, ns: &str, session_id: &str) -> Result<Option<Episode>>;
+
+    /// A subject's episodes, newest first, after `(ended_at, session_id)`.
+    fn list_episodes(
+        &self,
+        ns: &str,
+        subject_id: &str,
+        after: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<Episode>>;
+
+    /// A subject's carried actions, at most `limit`.
+    fn carried_actions(
+        &self,
+        ns: &str,
+        subject_id: &str,
+        limit: usize,
+    ) -> Result<Vec<CarriedAction>>;
+
+    /// Statuses clients set on a session's actions, by action seq.
+    fn action_statuses(&self, ns: &str, session_id: &str) -> Result<BTreeMap<u64, ActionStatus>>;
+
+    /// Sets an action's status: runs `decide` on the session, its latest
+    /// summary and its episode under the session's lock, then stores the
+    /// status with the plan's episode and carried copy.
+    fn set_action_status(
+        &self,
+        ns: &str,
+        action: &ActionRef,
+        status: ActionStatus,
+        decide: &mut dyn FnMut(
+            &Session,
+            Option<&SessionSummary>,
+            Option<Episode>,
+        ) -> Result<ActionPlan>,
+    ) -> Result<PendingAction>;
+
+    /// Every fact version of every namespace (rebuilding the index).
+    fn scan_facts(&self, after: Option<&[u8]>, limit: usize) -> Result<ScanPage<Fact>>;
+
+    /// Every episode of every namespace (rebuilding the index).
+    fn scan_episodes(&self, after: Option<&[u8]>, limit: usize) -> Result<ScanPage<Episode>>;
+}
+
+/// The outbox: every write that changes something searchable adds an
+/// entry in the same atomic write, with an id the store assigns
+/// (increasing). Each consumer reads after its own durable cursor; entries
+/// at or below every consumer's cursor are pruned.
+pub trait Outbox {
+    /// Entries after `consumer`'s cursor, oldest first, at most `limit`
+    /// examined (an unreadable entry is logged and skipped).
+    fn read_outbox(&self, consumer: &str, limit: usize) -> Result<OutboxPage>;
+
+    /// Moves `consumer`'s cursor to `through` (never back) and prunes the
+    /// entries every known consumer has passed.
+    fn advance_outbox(&self, consumer: &str, through: u64) -> Result<()>;
+
+    /// Entries `consumer` has not passed yet.
+    fn outbox_backlog(&self, consumer: &str) -> Result<u64>;
+}
+
+/// A page of the outbox for one consumer.
 #[derive(Debug, Clone, Default)]
-pub struct SessionScan {
-    /// Sessions that decoded.
-    pub sessions: Vec<Session>,
-    /// Why the others did not (DATA_LOSS messages naming the session).
-    pub unreadable: Vec<String>,
-    /// The last (namespace, session id) examined; `None` when the page
-    /// was empty.
-    pub resume_after: Option<(String, String)>,
+pub struct OutboxPage {
+    /// Readable entries, oldest first, with their ids.
+    pub entries: Vec<(u64, IndexChange)>,
+    /// The last id examined (0 when none): where to advance once the
+    /// entries are applied, past unreadable ones too.
+    pub through: u64,
 }
 
-/// What [`Store::append_turns`] did, and the session after it (so callers
-/// need not read the session again).
-#[derive(Debug, Clone)]
-pub struct Appended {
-    /// The result for the client (a replay when the key was seen).
-    pub outcome: AppendOutcome,
-    /// The session as stored after the append.
-    pub session: Session,
-    /// Its state before the append (an append wakes an IDLE session).
-    pub previous_state: SessionState,
-}
+/// Every port, as one object the domain holds.
+pub trait Store: SessionStore + SummaryStore + KnowledgeStore + Outbox + Send + Sync + 'static {
+    /// Syncs done and writes acknowledged (group-commit counters).
+    fn sync_stats(&self) -> std::sync::Arc<commit::Stats>;
 
-/// What is stored under an idempotency key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IdempotencyRecord {
-    /// SHA-256 of the original request's turns.
-    pub fingerprint: [u8; 32],
-    /// The original outcome.
-    pub outcome: AppendOutcome,
-}
-
-/// The decision for an append, shared by every store so they agree.
-#[derive(Debug)]
-pub enum AppendPlan {
-    /// The idempotency key was seen: return this, write nothing.
-    Replay(AppendOutcome),
-    /// Write these turns and this session, and remember the outcome.
-    Write {
-        /// Turns to store, seqs assigned.
-        turns: Vec<Turn>,
-        /// The session after the append.
-        session: Box<Session>,
-        /// The result for the client.
-        outcome: AppendOutcome,
-    },
-}
-
-/// Fencing: a write carrying `epoch` is allowed only while it is the
-/// session's current lease epoch.
-pub fn check_lease(current: &Session, epoch: u64) -> Result<()> {
-    let owner = if current.owner_agent.is_empty() {
-        "no agent".to_owned()
-    } else {
-        format!("agent {:?}", current.owner_agent)
-    };
-    match epoch.cmp(&current.lease_epoch) {
-        std::cmp::Ordering::Equal => Ok(()),
-        std::cmp::Ordering::Less => Err(Error::FailedPrecondition(
-            Precondition::StaleLeaseEpoch,
-            format!(
-            "lease_epoch {epoch} is stale: session {:?} is now owned by {owner} at lease epoch {}; a handoff moved it, so this writer may no longer write",
-            current.session_id, current.lease_epoch
-        ))),
-        std::cmp::Ordering::Greater => Err(Error::FailedPrecondition(
-            Precondition::LeaseEpochAhead,
-            format!(
-            "lease_epoch {epoch} is ahead of session {:?}'s lease epoch {} (owned by {owner}); use the epoch from GetSession or Handoff",
-            current.session_id, current.lease_epoch
-        ))),
-    }
-}
-
-/// Decides an append against the session's current state and the record
-/// stored under its idempotency key (if any). Pure: no I/O.
-pub fn plan_append(
-    current: &Session,
-    previous: Option<IdempotencyRecord>,
-    append: &PreparedAppend,
-) -> Result<AppendPlan> {
-    if let Some(prev) = previous {
-        if prev.fingerprint != append.fingerprint {
-            return Err(Error::FailedPrecondition(
-                Precondition::IdempotencyKeyReused,
-                format!(
-                "idempotency_key {:?} was already used for a different append to session {:?}; use a new key",
-                append.idempotency_key.as_deref().unwrap_or_default(),
-                current.session_id
-            )));
-        }
-        let mut outcome = prev.outcome;
-        outcome.replayed = true;
-        return Ok(AppendPlan::Replay(outcome));
-    }
-    if current.state == SessionState::Closed {
-        return Err(Error::FailedPrecondition(
-            Precondition::SessionClosed,
-            format!(
-                "session {:?} is closed and accepts no more turns",
-                current.session_id
-            ),
-        ));
-    }
-    if let Some(epoch) = append.lease_epoch {
-        check_lease(current, epoch)?;
-    }
-    if let Some(change) = &append.handoff {
-        if !current.owner_agent.is_empty() && current.owner_agent != change.from_agent {
-            return Err(Error::FailedPrecondition(
-                Precondition::NotOwner,
-                format!(
-                    "session {:?} is owned by agent {:?}, not {:?}; only the owner can hand it off",
-                    current.session_id, current.owner_agent, change.from_agent
-                ),
-            ));
-        }
-    }
-    if let Some(expected) = append.expected_next_seq {
-        if expected != current.next_seq {
-            return Err(Error::Aborted(format!(
-                "expected_next_seq is {expected} but session {:?} has next_seq {}; re-read and retry",
-                current.session_id, current.next_seq
-            )));
-        }
-    }
-    let first_seq = current.next_seq;
-    let turns: Vec<Turn> = append
-        .turns
-        .iter()
-        .zip(&append.token_counts)
-        .enumerate()
-        .map(|(i, (t, &tokens))| Turn {
-            seq: first_seq + i as u64,
-            role: t.role,
-            speaker: t.speaker.clone(),
-            content: t.content.clone(),
-            client_time: t.client_time,
-            server_time: append.now,
-            tool_call: t.tool_call.clone(),
-            metadata: t.metadata.clone(),
-            token_count: tokens,
-        })
-        .collect();
-    let added: u64 = append.token_counts.iter().map(|&c| u64::from(c)).sum();
-    let mut session = current.clone();
-    session.turn_count += turns.len() as u64;
-    session.next_seq += turns.len() as u64;
-    session.total_tokens += added;
-    session.updated_at = append.now;
-    session.last_active_at = append.now;
-    // An append wakes an idle session.
-    session.state = SessionState::Active;
-    if let Some(change) = &append.handoff {
-        session.owner_agent = change.to_agent.clone();
-        session.lease_epoch += 1;
-    }
-    let outcome = AppendOutcome {
-        first_seq,
-        last_seq: session.next_seq - 1,
-        token_counts: append.token_counts.clone(),
-        total_tokens: session.total_tokens,
-        replayed: false,
-    };
-    Ok(AppendPlan::Write {
-        turns,
-        session: Box::new(session),
-        outcome,
-    })
+    /// Makes everything durable before the process exits (writes already
+    /// are; this also flushes what engines keep for speed).
+    fn flush(&self) -> Result<()>;
 }

@@ -27,14 +27,14 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::model::{
+use crate::model::{
     ActionStatus, Anomaly, Artifact, Conflict, ContextHealth, Decision, KeyFact, OpenQuestion,
     Outcome, Participant, PendingAction, Priority, QuestionStatus, SessionSummary, Severity,
     ToolCallEntry, TopicSegment,
 };
 use super::rules::{self, Annotation, Classified, EntityKind, OwnerCue, TurnKind};
 use super::SummaryContext;
-use crate::memory::types::{Role, ToolCall, ToolCallStatus, Turn};
+use crate::model::{Role, ToolCall, ToolCallStatus, Turn};
 
 /// Bytes of a turn's content that are analysed; the rest is skipped and
 /// the summary says so in `truncated`.
@@ -1641,8 +1641,8 @@ fn prose(s: &SessionSummary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::types::ToolCall;
-    use crate::summarize::model::Trigger;
+    use crate::model::ToolCall;
+    use crate::model::Trigger;
     use crate::summarize::validate;
 
     /// 2026-03-17 10:00 UTC, a Tuesday.

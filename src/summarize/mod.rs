@@ -1,34 +1,31 @@
-//! Running summaries: a deterministic, model-free summarizer that folds
-//! turns into a structured `SessionSummary` whose every item cites its
-//! turns, and a validator that refuses any summary that is not faithful.
+//! Running summaries, pure: a [`Summarizer`] folds a session's new turns
+//! into its previous state and renders a structured `SessionSummary` whose
+//! every item cites its turns; the faithfulness validator refuses any
+//! summary that is not faithful; renderings turn it into JSON or Markdown.
 //!
-//! - `model`: the summary's types (field names match the proto).
-//! - `rules`: per-turn classification and extraction rules (one place,
-//!   unit-tested rule by rule).
-//! - `engine`: `FoldState`, the incremental accumulator: folding turns
-//!   k+1..n into the state of 1..k equals folding 1..n from scratch, and
-//!   costs time proportional to the new turns.
+//! Nothing here reads storage, the clock (times come in `SummaryContext`)
+//! or the async runtime: the domain's summary pipeline (`memory::summary`)
+//! reads the turns, calls the summarizer and stores what it returns.
+//!
+//! - `rules`: per-turn classification and extraction rules.
+//! - `engine`: `FoldState`, the rule-based incremental accumulator:
+//!   folding turns k+1..n into the state of 1..k equals folding 1..n from
+//!   scratch, and costs time proportional to the new turns.
+//! - `rule_based`: the rule-based [`Summarizer`] over `FoldState`.
 //! - `validate`: the faithfulness check run before a summary is stored.
-//! - `records`: fold state, audit log and review queue records.
 //! - `render`: JSON and Markdown renderings.
-//! - `pipeline`: one summary attempt (fold new turns, validate, store).
-//! - `scheduler`: the bounded queue and worker that run attempts off the
-//!   request path, and the restart rescan.
 
 pub mod engine;
-pub mod model;
-pub mod pipeline;
-pub mod records;
 pub mod render;
+pub mod rule_based;
 pub mod rules;
-pub mod scheduler;
 pub mod validate;
 
+pub use crate::model::SessionSummary;
 pub use engine::FoldState;
-pub use model::SessionSummary;
+pub use rule_based::RuleBased;
 
-use crate::memory::types::{Turn, UnixNanos};
-use model::Trigger;
+use crate::model::{FoldRecord, Trigger, Turn, UnixNanos};
 
 /// What the summarizer needs to know besides the turns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +44,67 @@ pub struct SummaryContext {
     pub high_risk: bool,
 }
 
-/// Summarizes `turns` (in seq order) from scratch.
+/// A stored fold state this summarizer cannot read (damaged, or written
+/// in a layout it does not know).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateError(pub String);
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What one fold produced: the new state (opaque bytes in the
+/// summarizer's current format) and the summary rendered from it.
+#[derive(Debug, Clone)]
+pub struct Folded {
+    /// The encoded state after the fold.
+    pub state: Vec<u8>,
+    /// The summary of every turn folded so far.
+    pub summary: SessionSummary,
+}
+
+/// A summarizer: folds new turns into its previous state. Implementations
+/// are pure over their inputs, so a fold can be retried, and folding turns
+/// k+1..n into the state of 1..k gives the summary of 1..n.
+pub trait Summarizer: Send + Sync + 'static {
+    /// Its name, stored with each fold state (`FoldRecord::summarizer`).
+    fn name(&self) -> &str;
+
+    /// The layout version of the states it writes (`FoldRecord::format`).
+    fn format(&self) -> u32;
+
+    /// Name and version for the audit log.
+    fn label(&self) -> String;
+
+    /// Folds `turns` (in seq order, each after what `previous` covers)
+    /// into `previous` (`None`: nothing folded yet) and renders the summary.
+    /// `previous` is a state this summarizer wrote: same name, and a
+    /// format it reads.
+    fn fold(
+        &self,
+        previous: Option<&FoldRecord>,
+        turns: &[Turn],
+        ctx: &SummaryContext,
+    ) -> Result<Folded, StateError>;
+
+    /// Whether it can continue from `record` (else the pipeline folds the
+    /// session from its first turn).
+    fn reads(&self, record: &FoldRecord) -> bool {
+        record.summarizer == self.name() && record.format == self.format()
+    }
+
+    /// Converts a record written before fold states were opaque (format
+    /// [`crate::model::LEGACY_FOLD_FORMAT`]) into one in the current
+    /// format, if this summarizer wrote such records.
+    fn upgrade_legacy(&self, _record: &FoldRecord) -> Option<Result<FoldRecord, StateError>> {
+        None
+    }
+}
+
+/// Summarizes `turns` (in seq order) from scratch with the rule-based
+/// summarizer.
 pub fn summarize(turns: &[Turn], ctx: &SummaryContext) -> SessionSummary {
     let mut state = FoldState::default();
     state.fold(turns);

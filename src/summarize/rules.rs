@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
-use super::model::Priority;
-use crate::memory::types::{Turn, UnixNanos};
+use crate::model::Priority;
+use crate::model::{Turn, UnixNanos};
 
 /// Longest item text (fact, key point, decision...) in characters; longer
 /// sentences are cut at a word boundary (see [`clip`]).

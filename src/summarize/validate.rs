@@ -13,9 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::engine::UNASSIGNED;
-use super::model::SessionSummary;
+use crate::model::SessionSummary;
 use super::rules::{self, Entity, EntityKind};
-use crate::memory::types::Turn;
+use crate::model::Turn;
 
 /// Every seq the summary cites: item evidence, tool-call, artifact (and
 /// expiry), anomaly and conflict seqs, topic bounds and key-point seqs,
@@ -412,8 +412,8 @@ impl Check<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::types::{Role, ToolCall, ToolCallStatus};
-    use crate::summarize::model::{ActionStatus, KeyFact, PendingAction, Priority, Trigger};
+    use crate::model::{Role, ToolCall, ToolCallStatus};
+    use crate::model::{ActionStatus, KeyFact, PendingAction, Priority, Trigger};
     use crate::summarize::{summarize, SummaryContext};
 
     const T0: i64 = 1_773_741_600 * 1_000_000_000;

@@ -57,7 +57,7 @@ impl TestServer {
                     .expect("daemon runtime");
                 runtime.block_on(async move {
                     let daemon = Daemon::open(config).await.expect("daemon opens");
-                    let stats = daemon.memory().commit().stats();
+                    let stats = daemon.runtime().sync_stats();
                     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                         .await
                         .expect("bind");
@@ -436,7 +436,7 @@ pub async fn episodes_until(
 pub fn reason(status: &tonic::Status) -> &str {
     status
         .metadata()
-        .get(mnemo::error::REASON)
+        .get(mnemo::api::status::REASON)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
 }

@@ -3,14 +3,16 @@
 //! flags. Environment and flags arrive together through clap (`Overrides`);
 //! `Config::resolve` applies them over the file.
 
+pub mod auth;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::auth::AuthConfig;
+pub use self::auth::AuthConfig;
 use crate::error::{Error, Result};
-use crate::memory::validate::{
+use crate::model::limits::{
     MAX_METADATA_ENTRIES, MAX_METADATA_KEY_BYTES, MAX_METADATA_VALUE_BYTES, MAX_NAME_BYTES,
 };
 

@@ -1,11 +1,12 @@
 //! The running-summary scheduler: a bounded queue of sessions to summarize
-//! and one worker task that runs each attempt on the blocking pool, then
-//! waits for group commit so a summary is durable before anyone is told.
+//! and one worker task that runs each attempt through the domain's one
+//! summary pipeline (`Memory::summarize_session`, durable on return).
 //!
 //! Automatic triggers never block the request path: when the queue is full
 //! the attempt is deferred (counted) and re-derived on the session's next
-//! append, and at start the scheduler rescans stored sessions, so work is
-//! never forgotten because the daemon stopped.
+//! append, and at start the runtime rescans stored sessions, so work is
+//! never forgotten because the daemon stopped. Which trigger is due is the
+//! domain's rule (`memory::summary::due`); when to run it is this file's.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,14 +15,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::model::Trigger;
-use super::pipeline::{self, Attempt};
 use crate::config::SummaryConfig;
 use crate::error::{Error, Result};
-use crate::memory::types::Session;
-use crate::memory::watch::{Notice, SummaryWritten, WatchHub};
-use crate::store::commit::GroupCommit;
-use crate::store::Store;
+use crate::memory::summary::{self as pipeline, Attempt};
+use crate::memory::{Event, Memory, Notifier};
+use crate::model::{Session, SessionState, Trigger};
 
 type Reply = oneshot::Sender<Result<Attempt>>;
 
@@ -58,19 +56,14 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// Starts the worker. Must be called inside a tokio runtime.
-    pub fn start(
-        store: Arc<dyn Store>,
-        commit: Arc<GroupCommit>,
-        hub: Arc<WatchHub>,
-        config: SummaryConfig,
-    ) -> Scheduler {
+    pub fn start(memory: Arc<Memory>, config: SummaryConfig) -> Scheduler {
         let (tx, rx) = mpsc::channel(config.queue);
         let queued = Arc::new(Mutex::new(HashSet::new()));
         let stats = Arc::new(SchedulerStats::default());
         let worker = tokio::spawn(work(
             rx,
             tx.downgrade(),
-            Outputs { store, commit, hub },
+            memory,
             queued.clone(),
             stats.clone(),
             config.clone(),
@@ -142,30 +135,6 @@ impl Scheduler {
             .map_err(|_| Error::Internal("the summary worker dropped a request".into()))?
     }
 
-    /// Queues what stored sessions show is due (after a restart), showing
-    /// every readable session to `observe` on the way.
-    pub fn rescan(&self, store: &dyn Store, observe: &mut dyn FnMut(&Session)) -> Result<usize> {
-        let mut after: Option<(String, String)> = None;
-        let mut queued = 0;
-        loop {
-            let page =
-                store.scan_sessions(after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())), 1000)?;
-            for e in &page.unreadable {
-                tracing::error!(error = %e, "skipping a session whose record is unreadable");
-            }
-            let Some(resume) = page.resume_after else {
-                return Ok(queued);
-            };
-            after = Some(resume);
-            for s in &page.sessions {
-                observe(s);
-                if self.maybe_schedule(s, None) {
-                    queued += 1;
-                }
-            }
-        }
-    }
-
     /// Stops taking work, finishes what is queued and waits for the worker.
     pub async fn shutdown(&self) {
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -178,48 +147,27 @@ impl Scheduler {
     }
 }
 
-/// Where the worker's results go: the store, group commit (a summary is
-/// durable before anyone hears of it) and the watchers.
-struct Outputs {
-    store: Arc<dyn Store>,
-    commit: Arc<GroupCommit>,
-    hub: Arc<WatchHub>,
-}
-
 async fn work(
     mut rx: mpsc::Receiver<Job>,
     requeue: mpsc::WeakSender<Job>,
-    outputs: Outputs,
+    memory: Arc<Memory>,
     queued: Arc<Mutex<HashSet<(String, String)>>>,
     stats: Arc<SchedulerStats>,
     config: SummaryConfig,
 ) {
-    let Outputs { store, commit, hub } = outputs;
     while let Some(job) = rx.recv().await {
         // An automatic job stays marked as queued while it runs, so appends
         // meanwhile do not queue a second, tiny attempt; what they make due
         // is re-checked when this one ends.
         let key = (job.namespace.clone(), job.session_id.clone());
         let automatic = job.reply.is_none();
-        let st = store.clone();
-        let cfg = config.clone();
         let force = job.reply.is_some();
-        let (ns, id, trigger) = (job.namespace.clone(), job.session_id.clone(), job.trigger);
-        let result = tokio::task::spawn_blocking(move || {
-            pipeline::run(st.as_ref(), &cfg, &ns, &id, trigger, force)
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("summary task failed: {e}")))
-        .and_then(|r| r);
-        // Durable before anyone hears about it.
-        let result = match result {
-            Ok(a) => commit.durable().await.map(|()| a),
-            Err(e) => Err(e),
-        };
+        let result = memory
+            .summarize_session(&key.0, &key.1, job.trigger, force)
+            .await;
         match &result {
             Ok(Attempt::Stored(s)) => {
                 stats.written.fetch_add(1, Ordering::Relaxed);
-                hub.publish(&key.0, &key.1, Notice::Summary(SummaryWritten::of(s)));
                 tracing::info!(namespace = %key.0, session_id = %key.1, version = s.version, through = s.covers_through_seq, "summary written");
             }
             Ok(Attempt::Refused(_)) => {
@@ -241,10 +189,8 @@ async fn work(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&key);
-            let st = store.clone();
-            let (ns, id) = key.clone();
-            let session = tokio::task::spawn_blocking(move || st.get_session(&ns, &id)).await;
-            if let Ok(Ok(session)) = session {
+            let session = memory.get_session(&key.0, &key.1).await;
+            if let Ok(session) = session {
                 if let Some(trigger) = pipeline::due(&session, &config) {
                     // A closed scheduler (shutdown) takes no new work.
                     if let Some(tx) = requeue.upgrade() {
@@ -290,4 +236,22 @@ fn enqueue(
     stats.deferred.fetch_add(1, Ordering::Relaxed);
     tracing::warn!(namespace = %key.0, session_id = %key.1, "summary queue full; summary deferred");
     false
+}
+
+impl Notifier for Scheduler {
+    fn notify(&self, event: &Event<'_>) {
+        match event {
+            Event::Appended { session, .. } => {
+                self.maybe_schedule(session, None);
+            }
+            Event::Stopped { session, .. } => {
+                let trigger = match session.state {
+                    SessionState::Idle => Trigger::IdleTimeout,
+                    _ => Trigger::Close,
+                };
+                self.maybe_schedule(session, Some(trigger));
+            }
+            _ => {}
+        }
+    }
 }

@@ -1,7 +1,8 @@
-//! Live watching of sessions. Writers publish small notices ("turns up to
-//! seq N are durable", "summary v written", "state changed") on a bounded
-//! per-session broadcast channel; each watcher's task turns them into
-//! events, reading turns from the store in seq order. So every watcher sees
+//! Live watching of sessions. The domain's events become small notices
+//! ("turns up to seq N are durable", "summary v written", "state
+//! changed") on a bounded per-session broadcast channel (the hub is a
+//! `Notifier`); each watcher's task turns them into events, reading turns
+//! through the domain in seq order. So every watcher sees
 //! every turn exactly once and in order, turns are sent only once durable,
 //! and memory per watcher is bounded (the notice ring and an outgoing
 //! buffer). A watcher whose notices overflow is disconnected with the seq to
@@ -13,23 +14,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::error::{Error, Result};
-use crate::memory::types::{SessionState, Turn};
-use crate::summarize::model::Trigger;
-use crate::summarize::rules::EVENT_KEY;
-
-/// Metadata of a handoff event turn.
-pub mod handoff_keys {
-    /// The previous owner.
-    pub const FROM: &str = "mnemo.from_agent";
-    /// The new owner.
-    pub const TO: &str = "mnemo.to_agent";
-    /// Why.
-    pub const REASON: &str = "mnemo.reason";
-    /// The lease epoch the handoff created.
-    pub const EPOCH: &str = "mnemo.lease_epoch";
-    /// The value of `mnemo.event` on a handoff turn.
-    pub const EVENT: &str = "handoff";
-}
+use crate::memory::handoff::HandoffEvent;
+use crate::memory::{validate, Event, Memory, Notifier};
+use crate::model::{SessionState, Trigger, Turn};
 
 /// What writers publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,53 +58,6 @@ impl SummaryWritten {
             covers_through_seq: s.covers_through_seq,
             trigger: s.trigger,
         }
-    }
-}
-
-/// A handoff, as watchers see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HandoffEvent {
-    /// Previous owner.
-    pub from_agent: String,
-    /// New owner.
-    pub to_agent: String,
-    /// Why.
-    pub reason: String,
-    /// The new lease epoch.
-    pub lease_epoch: u64,
-    /// The event turn.
-    pub seq: u64,
-}
-
-impl HandoffEvent {
-    /// The metadata of this handoff's event turn (read back by
-    /// [`HandoffEvent::from_turn`]; `seq` is the turn's own).
-    pub fn metadata(&self) -> std::collections::BTreeMap<String, String> {
-        [
-            (EVENT_KEY, handoff_keys::EVENT.to_owned()),
-            (handoff_keys::FROM, self.from_agent.clone()),
-            (handoff_keys::TO, self.to_agent.clone()),
-            (handoff_keys::REASON, self.reason.clone()),
-            (handoff_keys::EPOCH, self.lease_epoch.to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
-    }
-
-    /// The handoff a turn records, if it is a handoff event turn.
-    pub fn from_turn(t: &Turn) -> Option<HandoffEvent> {
-        if t.metadata.get(EVENT_KEY).map(String::as_str) != Some(handoff_keys::EVENT) {
-            return None;
-        }
-        let get = |k: &str| t.metadata.get(k).cloned().unwrap_or_default();
-        Some(HandoffEvent {
-            from_agent: get(handoff_keys::FROM),
-            to_agent: get(handoff_keys::TO),
-            reason: get(handoff_keys::REASON),
-            lease_epoch: get(handoff_keys::EPOCH).parse().unwrap_or(0),
-            seq: t.seq,
-        })
     }
 }
 
@@ -277,85 +217,60 @@ const OUTGOING: usize = 32;
 /// Turns read per store call by a watch task.
 const READ_CHUNK: usize = 256;
 
-/// Response header of WatchSession: the seq of the first turn the stream
-/// carries (for a live-only watch, the seq the next append gets).
-pub const FIRST_SEQ_HEADER: &str = "mnemo-first-seq";
-
 /// The stream of a watcher: events, then at most one error that ends it.
 pub type WatchStream = mpsc::Receiver<Result<WatchEvent>>;
 
-impl super::Memory {
-    /// Watches a session: replays from `from_seq` (0 = live only), then
-    /// streams live events. Returns the stream and the seq of the first
-    /// turn it will carry (`from_seq`, or for a live-only watch the seq
-    /// the next append will get), so a client can resume without a gap.
-    /// Errors before the first event (unknown session, too many watches)
-    /// are returned directly.
-    pub async fn watch(
-        self: &Arc<Self>,
-        ns: &str,
-        session_id: &str,
-        from_seq: u64,
-    ) -> Result<(WatchStream, u64)> {
-        super::validate::id("namespace", ns)?;
-        super::validate::id("session_id", session_id)?;
-        // Subscribe before reading, so nothing falls between the replay
-        // and the live notices.
-        let sub = self.hub.subscribe(ns, session_id)?;
-        let session = self.get_session(ns, session_id).await?;
-        // Everything through the snapshot is durable before it is sent.
-        self.commit.durable().await?;
-        let head = session.last_seq();
-        let (next_turn, summaries_from) = if from_seq == 0 {
-            (head + 1, session.summary.version + 1)
-        } else {
-            (
-                from_seq,
-                self.first_summary_covering(ns, session_id, from_seq, session.summary.version)
-                    .await?,
-            )
-        };
-        let (tx, rx) = mpsc::channel(OUTGOING);
-        let watcher = Watcher {
-            memory: self.clone(),
-            ns: ns.to_owned(),
-            session_id: session_id.to_owned(),
-            closing: sub.closing(),
-            sub,
-            tx,
-            next_turn,
-            next_summary: summaries_from,
-        };
-        tokio::spawn(watcher.run(head, session.summary.version));
-        Ok((rx, next_turn))
-    }
-
-    /// The oldest summary version covering `seq` or later (binary search
-    /// over versions 1..=latest, whose coverage only grows).
-    pub(super) async fn first_summary_covering(
-        &self,
-        ns: &str,
-        session_id: &str,
-        seq: u64,
-        latest: u64,
-    ) -> Result<u64> {
-        let (mut lo, mut hi) = (1u64, latest + 1);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let s = self.get_summary(ns, session_id, mid).await?;
-            if s.covers_through_seq >= seq {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        Ok(lo)
-    }
+/// Watches a session: replays from `from_seq` (0 = live only), then
+/// streams live events. Returns the stream and the seq of the first turn
+/// it will carry (`from_seq`, or for a live-only watch the seq the next
+/// append will get), so a client can resume without a gap. Errors before
+/// the first event (unknown session, too many watches) are returned
+/// directly.
+pub async fn watch(
+    memory: &Arc<Memory>,
+    hub: &Arc<WatchHub>,
+    ns: &str,
+    session_id: &str,
+    from_seq: u64,
+) -> Result<(WatchStream, u64)> {
+    validate::id("namespace", ns)?;
+    validate::id("session_id", session_id)?;
+    // Subscribe before reading, so nothing falls between the replay and
+    // the live notices.
+    let sub = hub.subscribe(ns, session_id)?;
+    let session = memory.get_session(ns, session_id).await?;
+    // Everything through the snapshot is durable before it is sent (a
+    // reader can see a write whose sync is still running).
+    memory.flush().await?;
+    let head = session.last_seq();
+    let (next_turn, summaries_from) = if from_seq == 0 {
+        (head + 1, session.summary.version + 1)
+    } else {
+        (
+            from_seq,
+            memory
+                .first_summary_covering(ns, session_id, from_seq, session.summary.version)
+                .await?,
+        )
+    };
+    let (tx, rx) = mpsc::channel(OUTGOING);
+    let watcher = Watcher {
+        memory: memory.clone(),
+        ns: ns.to_owned(),
+        session_id: session_id.to_owned(),
+        closing: sub.closing(),
+        sub,
+        tx,
+        next_turn,
+        next_summary: summaries_from,
+    };
+    tokio::spawn(watcher.run(head, session.summary.version));
+    Ok((rx, next_turn))
 }
 
 /// One watcher's task.
 struct Watcher {
-    memory: Arc<super::Memory>,
+    memory: Arc<Memory>,
     ns: String,
     session_id: String,
     sub: Subscription,
@@ -517,5 +432,56 @@ impl Watcher {
             }
         }
         Ok(())
+    }
+}
+
+impl Notifier for WatchHub {
+    fn notify(&self, event: &Event<'_>) {
+        match *event {
+            Event::Appended {
+                session,
+                first_seq,
+                last_seq,
+                previous_state,
+            } => {
+                let (ns, id) = (&session.namespace, &session.session_id);
+                if previous_state != session.state {
+                    self.publish(
+                        ns,
+                        id,
+                        Notice::State {
+                            state: session.state,
+                            at_seq: first_seq - 1,
+                        },
+                    );
+                }
+                self.publish(ns, id, Notice::Appended { last_seq });
+            }
+            Event::Stopped {
+                session,
+                changed: true,
+            } => self.publish(
+                &session.namespace,
+                &session.session_id,
+                Notice::State {
+                    state: session.state,
+                    at_seq: session.last_seq(),
+                },
+            ),
+            Event::Deleted {
+                namespace,
+                session_id,
+            } => self.publish(namespace, session_id, Notice::Deleted),
+            Event::SummaryWritten {
+                namespace,
+                session_id,
+                summary,
+            } => self.publish(
+                namespace,
+                session_id,
+                Notice::Summary(SummaryWritten::of(summary)),
+            ),
+            _ => {}
+        }
     }
 }

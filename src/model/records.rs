@@ -1,27 +1,10 @@
-//! What the summary pipeline stores besides summaries: the fold state that
-//! makes summaries incremental, the audit log and the review queue.
+//! Records kept beside summaries and turns: the fold state that makes
+//! summaries incremental (opaque to everyone but its summarizer), the audit
+//! log, the review queue and the idempotency record of an append.
 
 use serde::{Deserialize, Serialize};
 
-use super::engine::FoldState;
-use super::model::{SessionSummary, Trigger};
-use crate::memory::types::UnixNanos;
-
-/// Name and version of the summarizer, recorded in the audit log.
-pub const SUMMARIZER: &str = concat!("mnemo-rules/", env!("CARGO_PKG_VERSION"));
-
-/// The accumulator of a session's summaries, stored with the latest one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct FoldRecord {
-    /// Everything folded so far (turns 1..=through_seq).
-    pub state: FoldState,
-    /// Last folded seq.
-    pub through_seq: u64,
-    /// Tokens of the folded turns.
-    pub through_tokens: u64,
-    /// SHA-256 hash chain over the canonical encoding of the folded turns.
-    pub chain_hash: [u8; 32],
-}
+use super::{AppendOutcome, Trigger, UnixNanos};
 
 /// What an audit record is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,20 +98,75 @@ pub struct ReviewItem {
     pub resolved_at: UnixNanos,
 }
 
-/// Everything one summary attempt writes, atomically.
-#[derive(Debug, Clone)]
-pub struct SummaryWrite {
-    /// The session's summary version the attempt started from; the write
-    /// is refused (ABORTED) if another attempt got there first.
-    pub base_version: u64,
-    /// The summary to store; `None` when validation refused it.
-    pub summary: Option<SessionSummary>,
-    /// The new fold state (only with a stored summary).
-    pub fold: Option<FoldRecord>,
-    /// The audit record (its `audit_seq` is assigned by the store).
-    pub audit: AuditRecord,
-    /// A review item, for high-risk summaries that need one.
-    pub review: Option<ReviewItem>,
-    /// Last seq the attempt covered.
-    pub attempted_through_seq: u64,
+/// A summarizer's accumulated state for one session, stored with the
+/// latest summary. The state is opaque bytes that only the summarizer named
+/// here (at this format version) can read; the store never looks inside.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldRecord {
+    /// The summarizer that wrote `state` (e.g. `mnemo-rules`).
+    pub summarizer: String,
+    /// That summarizer's version of its state layout. 0 marks a record
+    /// written before fold states were opaque: `state` then holds the
+    /// whole old record and the `through_*`/`chain_hash` fields are not
+    /// set here (the rule-based summarizer's legacy decoder reads them).
+    pub format: u32,
+    /// The encoded state.
+    pub state: Vec<u8>,
+    /// Last folded seq.
+    pub through_seq: u64,
+    /// Tokens of the folded turns.
+    pub through_tokens: u64,
+    /// SHA-256 hash chain over the canonical encoding of the folded turns.
+    pub chain_hash: [u8; 32],
+}
+
+/// The fold-record format that marks an old, whole-record payload.
+pub const LEGACY_FOLD_FORMAT: u32 = 0;
+
+/// What is stored under an idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    /// SHA-256 of the original request's turns.
+    pub fingerprint: [u8; 32],
+    /// The original outcome.
+    pub outcome: AppendOutcome,
+}
+
+/// Something the search index must catch up with: an outbox entry. It
+/// names what changed, not its content: a consumer reads the store, so
+/// re-applying an entry is harmless and a deleted record leaves the index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IndexChange {
+    /// Turns were appended.
+    Turns {
+        /// Namespace.
+        namespace: String,
+        /// Session.
+        session_id: String,
+        /// First new seq.
+        first_seq: u64,
+        /// Last new seq.
+        last_seq: u64,
+    },
+    /// A session was deleted: everything of it leaves the index.
+    SessionDeleted {
+        /// Namespace.
+        namespace: String,
+        /// Session.
+        session_id: String,
+    },
+    /// A fact version was stored, superseded or deleted.
+    Fact {
+        /// Namespace.
+        namespace: String,
+        /// The version.
+        fact_id: String,
+    },
+    /// A session's episode was written or changed.
+    Episode {
+        /// Namespace.
+        namespace: String,
+        /// Session.
+        session_id: String,
+    },
 }

@@ -10,7 +10,10 @@ use std::sync::Mutex;
 
 use tokio::sync::Notify;
 
-use crate::memory::types::{Session, SessionState, UnixNanos};
+use std::sync::{Arc, Weak};
+
+use crate::memory::{Event, Memory, Notifier};
+use crate::model::{now_nanos, Session, SessionState, UnixNanos};
 
 type Key = (String, String);
 
@@ -98,10 +101,71 @@ impl IdleTracker {
     }
 }
 
+/// Sessions idled per sweep before the sweeper yields.
+const IDLE_SWEEP_BATCH: usize = 256;
+
+impl Notifier for IdleTracker {
+    fn notify(&self, event: &Event<'_>) {
+        match event {
+            Event::Created { session }
+            | Event::Appended { session, .. }
+            | Event::Stopped { session, .. } => self.track(session),
+            Event::Deleted {
+                namespace,
+                session_id,
+            } => self.forget(namespace, session_id),
+            _ => {}
+        }
+    }
+}
+
+/// The idle sweeper: sleeps until the earliest tracked deadline (or a
+/// minute, or an earlier deadline arriving), then asks the domain to idle
+/// what is due. Ends when the memory is dropped or the task is aborted.
+pub async fn sweep(memory: Weak<Memory>, idle: Arc<IdleTracker>) {
+    loop {
+        let now = now_nanos();
+        let due = idle.take_due(now, IDLE_SWEEP_BATCH);
+        let more = due.len() == IDLE_SWEEP_BATCH;
+        if !due.is_empty() {
+            let Some(memory) = memory.upgrade() else {
+                return;
+            };
+            for (ns, id) in due {
+                match memory.idle_session(&ns, &id).await {
+                    // Touched since: track its new deadline. (Idled ones
+                    // are tracked through the event.)
+                    Ok(Some(s)) => idle.track(&s),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(namespace = %ns, session_id = %id, error = %e, "idling a session failed");
+                    }
+                }
+            }
+        }
+        if more {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let wait_ns = idle.next_deadline().map_or(60_000_000_000, |d| {
+            d.saturating_sub(now_nanos())
+                .clamp(1_000_000, 60_000_000_000)
+        });
+        let wait = std::time::Duration::from_nanos(wait_ns as u64);
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = idle.wake.notified() => {}
+        }
+        if memory.strong_count() == 0 {
+            return;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::types::SessionSettings;
+    use crate::model::SessionSettings;
 
     fn session(id: &str, last_active: UnixNanos, timeout_s: u32) -> Session {
         let settings = SessionSettings {

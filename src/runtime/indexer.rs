@@ -1,8 +1,8 @@
 //! The indexer: one thread that rebuilds the index when it must, then
-//! tails the store's search outbox — apply a batch of entries, commit the
-//! index, acknowledge the entries. A crash between commit and
-//! acknowledgement re-applies a batch, which is harmless; a crash before
-//! the commit loses nothing, since the entries are still in the store.
+//! follows the store's outbox by its own cursor — apply a batch of
+//! entries, commit the index, advance the cursor. A crash between commit
+//! and advance re-applies a batch, which is harmless; a crash before the
+//! commit loses nothing, since the entries are still in the store.
 //! Writers nudge it after each write; it waits `COALESCE` so that the
 //! writes that follow share one commit, then applies them. It also polls,
 //! so a missed nudge delays an update by at most `POLL`.
@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::SearchIndex;
+use crate::memory::knowledge::StoredDocuments;
+use crate::memory::SEARCH_CONSUMER;
+use crate::search::SearchIndex;
 use crate::store::Store;
 
 /// Outbox entries applied per index commit.
@@ -122,7 +124,7 @@ impl Drop for Indexer {
 fn rebuild_until_done(store: &dyn Store, index: &SearchIndex, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
         let started = std::time::Instant::now();
-        match index.rebuild(store) {
+        match index.rebuild(&StoredDocuments(store)) {
             Ok(docs) => {
                 tracing::info!(
                     documents = docs,
@@ -152,15 +154,16 @@ fn pause(stop: &AtomicBool, time: Duration) {
 
 /// Applies one batch of the outbox; returns how many entries it held.
 fn drain(store: &dyn Store, index: &SearchIndex, stats: &IndexerStats) -> crate::Result<usize> {
-    let batch = store.index_changes(BATCH)?;
-    if batch.is_empty() {
+    let page = store.read_outbox(SEARCH_CONSUMER, BATCH)?;
+    if page.through == 0 {
         return Ok(0);
     }
-    let (ids, changes): (Vec<u64>, Vec<_>) = batch.into_iter().unzip();
-    index.apply(store, &changes)?;
-    // The index commit is durable before the entries are dropped.
-    store.ack_index_changes(&ids)?;
-    stats.applied.fetch_add(ids.len() as u64, Ordering::Relaxed);
+    let n = page.entries.len();
+    let changes: Vec<_> = page.entries.into_iter().map(|(_, c)| c).collect();
+    index.apply(&StoredDocuments(store), &changes)?;
+    // The index commit is durable before the cursor moves past them.
+    store.advance_outbox(SEARCH_CONSUMER, page.through)?;
+    stats.applied.fetch_add(n as u64, Ordering::Relaxed);
     stats.commits.fetch_add(1, Ordering::Relaxed);
-    Ok(ids.len())
+    Ok(n.max(1))
 }

@@ -283,37 +283,6 @@ pub struct Turn {
     pub token_count: u32,
 }
 
-/// An append, validated and token-counted, ready for the store.
-#[derive(Debug, Clone)]
-pub struct PreparedAppend {
-    /// The turns, in order.
-    pub turns: Vec<NewTurn>,
-    /// Token count of each turn, same order.
-    pub token_counts: Vec<u32>,
-    /// Optional idempotency key.
-    pub idempotency_key: Option<String>,
-    /// Fingerprint of the request, to detect a key reused for other turns.
-    pub fingerprint: [u8; 32],
-    /// Optional optimistic-concurrency check on `next_seq`.
-    pub expected_next_seq: Option<u64>,
-    /// Optional fencing check: must equal the session's `lease_epoch`.
-    pub lease_epoch: Option<u64>,
-    /// Set when this append is a handoff's event turn: the ownership
-    /// change is written atomically with it.
-    pub handoff: Option<OwnerChange>,
-    /// Server time to stamp on the turns.
-    pub now: UnixNanos,
-}
-
-/// The ownership change a handoff makes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerChange {
-    /// Must be the current owner (or the session must be unclaimed).
-    pub from_agent: String,
-    /// The new owner.
-    pub to_agent: String,
-}
-
 /// What an append did. Stored under the idempotency key so a retry can
 /// return it unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,17 +1,18 @@
 //! The domain API of long-term memory: facts, episodes, pending actions
 //! that carry over, and search; plus what the summary pipeline does after
 //! a summary is stored (extract facts, close carried actions a later
-//! session reports done, write the episode of a stopped session).
+//! session reports done, write the episode of a stopped session). The
+//! rules are `facts` and `episodes`; they reach the store as `decide`
+//! closures.
 
 use super::episodes::{self, ActionRef, Episode};
 use super::facts::{self, Fact, FactFilter, NewFact, PutOutcome};
 use super::page::PageToken;
-use super::types::{Session, Turn};
-use super::{validate, Memory, Page};
+use super::{validate, Event, Memory, Page, SEARCH_CONSUMER};
 use crate::error::{Error, Result};
-use crate::search::{self, Hit, SearchQuery};
+use crate::model::{now_nanos, ActionStatus, FactIdentity, PendingAction, Session, Turn};
+use crate::search::{self, Documents, Hit, Kind, SearchQuery};
 use crate::store::Store;
-use crate::summarize::model::{ActionStatus, PendingAction};
 use crate::summarize::{rules, SessionSummary};
 
 /// Episodes per page when a request does not say.
@@ -38,11 +39,10 @@ impl Memory {
                         )));
                     }
                 }
-                st.put_fact(&new)
+                put_fact(st, &new)
             })
             .await?;
-        self.commit.durable().await?;
-        self.indexer.nudge();
+        self.notify(Event::KnowledgeChanged);
         Ok(r)
     }
 
@@ -94,8 +94,7 @@ impl Memory {
         validate::id("fact_id", fact_id)?;
         let (n, id) = (ns.to_owned(), fact_id.to_owned());
         let fact = self.blocking(move |st| st.delete_fact(&n, &id)).await?;
-        self.commit.durable().await?;
-        self.indexer.nudge();
+        self.notify(Event::KnowledgeChanged);
         Ok(fact)
     }
 
@@ -161,10 +160,9 @@ impl Memory {
         }
         let n = ns.to_owned();
         let a = self
-            .blocking(move |st| st.set_action_status(&n, &action, status))
+            .blocking(move |st| set_action_status(st, &n, &action, status))
             .await?;
-        self.commit.durable().await?;
-        self.indexer.nudge();
+        self.notify(Event::KnowledgeChanged);
         Ok(a)
     }
 
@@ -195,14 +193,117 @@ impl Memory {
             )));
         }
         let index = self.search.clone();
-        let lag = self.store.index_backlog();
-        let hits = self.blocking(move |st| index.search(st, &q)).await?;
+        let lag = self.index_backlog();
+        let ns = q.namespace.clone();
+        let hits = self
+            .blocking(move |st| index.search(&q, &mut |hit| still_stored(st, &ns, hit)))
+            .await?;
         Ok((hits, lag))
     }
 
-    /// Outbox entries the search index has not applied yet.
+    /// Outbox entries this process's search index has not applied yet.
     pub fn index_backlog(&self) -> u64 {
-        self.store.index_backlog()
+        self.store.outbox_backlog(SEARCH_CONSUMER).unwrap_or(0)
+    }
+}
+
+/// Stores a fact by the rules of `facts::plan_put` (blocking).
+pub fn put_fact(store: &dyn Store, new: &NewFact) -> Result<(Fact, PutOutcome)> {
+    let identity = FactIdentity::of(&new.key, &new.text);
+    let (fact_id, now) = (ulid::Ulid::new().to_string(), now_nanos());
+    let plan = store.put_fact(&new.namespace, &new.subject_id, &identity, &mut |current| {
+        // One lookup serves both rules: the identity is the key for keyed
+        // facts and the words for unkeyed ones.
+        let (same_key, same_words) = if new.key.is_empty() {
+            (None, current)
+        } else {
+            (current, None)
+        };
+        Ok(facts::plan_put(new, same_key, same_words, fact_id.clone(), now))
+    })?;
+    Ok((plan.fact, plan.outcome))
+}
+
+/// Sets an action's status by the rules of `episodes::plan_action_status`
+/// (blocking).
+fn set_action_status(
+    store: &dyn Store,
+    ns: &str,
+    action: &ActionRef,
+    status: ActionStatus,
+) -> Result<PendingAction> {
+    store.set_action_status(ns, action, status, &mut |session, summary, episode| {
+        episodes::plan_action_status(session, summary, episode, action.action_seq, status)
+    })
+}
+
+/// Whether the store still holds what a hit names (and, for a fact, as
+/// the current version).
+fn still_stored(store: &dyn Store, ns: &str, hit: &Hit) -> Result<bool> {
+    let found = match hit.kind {
+        // The turn itself: an unacknowledged append lost in a crash may
+        // have been indexed before it was durable.
+        Kind::Turn => store
+            .get_turns(ns, &hit.session_id, &[hit.seq])
+            .map(|t| !t.is_empty()),
+        Kind::Episode => store.get_episode(ns, &hit.session_id).map(|e| e.is_some()),
+        Kind::Fact => store.get_fact(ns, &hit.fact_id).map(|f| f.is_current()),
+    };
+    match found {
+        Ok(b) => Ok(b),
+        Err(Error::NotFound(_)) => Ok(false),
+        // A damaged record is not shown; the rest of the results are.
+        Err(Error::DataLoss(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The store as the search index's [`Documents`].
+pub struct StoredDocuments<'a>(pub &'a dyn Store);
+
+impl Documents for StoredDocuments<'_> {
+    fn session(&self, ns: &str, session_id: &str) -> Result<Session> {
+        self.0.get_session(ns, session_id)
+    }
+
+    fn turns(
+        &self,
+        ns: &str,
+        session_id: &str,
+        from: u64,
+        to: u64,
+        limit: usize,
+    ) -> Result<Vec<Turn>> {
+        self.0.list_turns(ns, session_id, from, to, limit)
+    }
+
+    fn fact(&self, ns: &str, fact_id: &str) -> Result<Fact> {
+        self.0.get_fact(ns, fact_id)
+    }
+
+    fn episode(&self, ns: &str, session_id: &str) -> Result<Option<Episode>> {
+        self.0.get_episode(ns, session_id)
+    }
+
+    fn sessions_after(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<(Vec<Session>, Option<(String, String)>)> {
+        let page = self.0.scan_sessions(after, limit)?;
+        Ok((page.sessions, page.resume_after))
+    }
+
+    fn facts_after(&self, after: Option<&[u8]>, limit: usize) -> Result<(Vec<Fact>, Option<Vec<u8>>)> {
+        self.0.scan_facts(after, limit)
+    }
+
+    fn episodes_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Vec<Episode>, Option<Vec<u8>>)> {
+        self.0.scan_episodes(after, limit)
     }
 }
 
@@ -223,7 +324,7 @@ pub fn after_summary(
     }
     if session.settings.fact_extraction {
         for f in facts::extract(ns, subject, sid, summary, new_turns) {
-            if let Err(e) = store.put_fact(&f) {
+            if let Err(e) = put_fact(store, &f) {
                 tracing::warn!(namespace = %ns, session_id = %sid, error = %e, "storing an extracted fact failed");
             }
         }
@@ -236,7 +337,11 @@ pub fn after_summary(
 
 /// Writes the episode of a stopped session if it is not up to date.
 pub fn settle_episode(store: &dyn Store, ns: &str, session_id: &str) {
-    match store.save_episode(ns, session_id) {
+    let now = now_nanos();
+    let saved = store.save_episode(ns, session_id, &mut |session, summary, overrides| {
+        Ok(episodes::plan_episode(session, summary, overrides, now))
+    });
+    match saved {
         Ok(Some(e)) => {
             tracing::info!(namespace = %ns, session_id, subject_id = %e.subject_id, "episode written")
         }
@@ -269,7 +374,7 @@ fn close_reported_actions(store: &dyn Store, session: &Session, turns: &[Turn]) 
             .iter()
             .any(|d| episodes::same_action(d, &c.action.action))
         {
-            store.set_action_status(ns, &c.action_ref, ActionStatus::Done)?;
+            set_action_status(store, ns, &c.action_ref, ActionStatus::Done)?;
             tracing::info!(namespace = %ns, from_session = %c.action_ref.session_id, by_session = %session.session_id, "a carried action was reported done");
         }
     }

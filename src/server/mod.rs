@@ -13,14 +13,18 @@ use tonic::codegen::http;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
+pub mod auth;
+pub mod guard;
+pub mod metrics;
+
+use self::auth::{AuthConfig, Keys};
+use self::guard::GuardLayer;
+use self::metrics::{Metrics, RecordLayer};
 use crate::api::MemoryApi;
-use crate::auth::{AuthConfig, Keys};
 use crate::config::{Config, StoreKind, TlsConfig};
 use crate::error::{Error, Result};
-use crate::guard::GuardLayer;
-use crate::memory::Memory;
-use crate::metrics::{self, Metrics, RecordLayer};
 use crate::pb;
+use crate::runtime::Runtime;
 use crate::pb::memory_service_server::MemoryServiceServer;
 use crate::store::{MemoryStore, SledStore, Store};
 
@@ -31,7 +35,7 @@ pub const SEARCH_INDEX_DIR: &str = "search-index";
 /// An opened daemon, ready to serve.
 pub struct Daemon {
     config: Config,
-    memory: Arc<Memory>,
+    runtime: Arc<Runtime>,
     auth_reloads: Option<mpsc::Receiver<AuthConfig>>,
 }
 
@@ -57,7 +61,7 @@ impl Daemon {
             StoreKind::Sled => Some(config.data_dir.join(SEARCH_INDEX_DIR)),
             StoreKind::Memory => None,
         };
-        let memory = Memory::open(
+        let runtime = Runtime::start(
             store,
             config.limits.clone(),
             config.summaries.clone(),
@@ -66,7 +70,7 @@ impl Daemon {
         .await?;
         Ok(Daemon {
             config,
-            memory,
+            runtime,
             auth_reloads: None,
         })
     }
@@ -79,9 +83,10 @@ impl Daemon {
         self
     }
 
-    /// The domain layer. Holding a clone past `serve` keeps the store open.
-    pub fn memory(&self) -> &Arc<Memory> {
-        &self.memory
+    /// The domain and its runtime. Holding a clone past `serve` keeps the
+    /// store open.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
     }
 
     /// Serves on `listener` until `shutdown` resolves, then stops accepting,
@@ -117,7 +122,7 @@ impl Daemon {
             .take()
             .map(|reloads| tokio::spawn(reload_keys(keys.clone(), reloads)));
         let memory_service = InterceptedService::new(
-            MemoryServiceServer::new(MemoryApi::new(self.memory.clone()))
+            MemoryServiceServer::new(MemoryApi::new(self.runtime.clone()))
                 .max_decoding_message_size(limits.max_message_bytes)
                 .max_encoding_message_size(limits.max_message_bytes),
             keys.interceptor(),
@@ -143,7 +148,7 @@ impl Daemon {
         // period, so a client that keeps its connection open cannot hold
         // the daemon (and its data directory) forever.
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-        let hub = self.memory.watch_hub().clone();
+        let hub = self.runtime.watch_hub().clone();
         let reporter = health.clone();
         let signal = async move {
             shutdown.await;
@@ -169,7 +174,7 @@ impl Daemon {
         };
 
         let data_dir = (self.config.store == StoreKind::Sled).then(|| self.config.data_dir.clone());
-        let metrics = Arc::new(Metrics::new(&self.memory, data_dir));
+        let metrics = Arc::new(Metrics::new(&self.runtime, data_dir));
         let (metrics_stop, metrics_task) = match self.config.metrics_listen {
             Some(at) => {
                 let listener = TcpListener::bind(at).await.map_err(|e| {
@@ -236,12 +241,12 @@ impl Daemon {
         tracing::info!(
             "shutting down: in-flight requests done; finishing queued summaries and syncing"
         );
-        self.memory.shutdown().await?;
+        self.runtime.shutdown().await?;
         // Close the store before returning, so the data directory's lock is
         // released when `serve` returns (a restart in the same process
         // depends on it).
-        match Arc::try_unwrap(self.memory) {
-            Ok(memory) => tokio::task::spawn_blocking(move || drop(memory))
+        match Arc::try_unwrap(self.runtime) {
+            Ok(runtime) => tokio::task::spawn_blocking(move || drop(runtime))
                 .await
                 .map_err(|e| Error::Internal(format!("closing the store failed: {e}")))?,
             Err(_) => tracing::warn!(

@@ -24,7 +24,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::error::{Error, Result};
-use crate::memory::Memory;
+use crate::runtime::Runtime;
 
 /// Labels of a request counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,8 +48,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Metrics of `memory`, whose sled files (if any) are in `data_dir`.
-    pub fn new(memory: &Arc<Memory>, data_dir: Option<PathBuf>) -> Metrics {
+    /// Metrics of `runtime`, whose sled files (if any) are in `data_dir`.
+    pub fn new(runtime: &Arc<Runtime>, data_dir: Option<PathBuf>) -> Metrics {
         let mut registry = Registry::with_prefix("mnemo");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -66,7 +66,7 @@ impl Metrics {
             latency.clone(),
         );
         registry.register_collector(Box::new(MemoryCollector {
-            memory: Arc::downgrade(memory),
+            runtime: Arc::downgrade(runtime),
             data_dir,
         }));
         Metrics {
@@ -103,7 +103,7 @@ impl Metrics {
 /// Values read from the domain at scrape time.
 #[derive(Debug)]
 struct MemoryCollector {
-    memory: Weak<Memory>,
+    runtime: Weak<Runtime>,
     data_dir: Option<PathBuf>,
 }
 
@@ -133,7 +133,7 @@ fn disk_bytes(dir: &Path, depth: u8) -> u64 {
 
 impl Collector for MemoryCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
-        let Some(m) = self.memory.upgrade() else {
+        let Some(m) = self.runtime.upgrade() else {
             return Ok(());
         };
         let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
@@ -219,7 +219,7 @@ impl Collector for MemoryCollector {
             "active sessions waiting for their idle deadline",
             n(m.idle_tracked()),
         )?;
-        let c = m.commit().stats();
+        let c = m.sync_stats();
         counter(
             &mut e,
             "store_syncs",

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::memory::types::{Role, ToolCallStatus, UnixNanos};
+use super::{Role, ToolCallStatus, UnixNanos};
 
 /// How a session ended up, as far as the summarized turns show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

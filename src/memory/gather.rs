@@ -1,0 +1,155 @@
+//! What a context bundle is packed from: the domain reads it, `bundle`
+//! packs it. The session is read once; turns are read back from the
+//! newest in chunks (without re-reading the session) only as far as the
+//! budget could reach; the subject's newest facts are read newest first
+//! without scanning older ones.
+
+use super::episodes::apply_overrides;
+use super::{validate, Memory};
+use crate::bundle::{
+    self, Bundle, BundleRequest, Inputs, SubjectMemory, MAX_SHORT_TURN_COST, MIN_TURN_COST,
+};
+use crate::error::{Error, Result};
+use crate::model::{Role, Session};
+use crate::store::Store;
+
+/// Turns read per store call while walking back.
+const READ_CHUNK: u64 = 64;
+/// Most carried actions a bundle considers.
+const MAX_CARRIED: usize = 50;
+/// Most facts a bundle considers (the newest).
+const MAX_FACTS: usize = 200;
+/// Fact versions examined to find them (superseded ones are skipped).
+const FACT_SCAN: usize = MAX_FACTS * 20;
+/// Most past episodes a bundle considers (the newest).
+const MAX_EPISODES: usize = 20;
+
+impl Memory {
+    /// Builds a context bundle of a session (see [`crate::bundle`]).
+    pub async fn get_context_bundle(
+        &self,
+        ns: &str,
+        session_id: &str,
+        req: BundleRequest,
+    ) -> Result<Bundle> {
+        validate::id("namespace", ns)?;
+        validate::id("session_id", session_id)?;
+        validate::bundle_request(&req)?;
+        // The text and its structured copy must fit one response message.
+        let mut req = req;
+        req.max_bytes = self.limits.max_message_bytes / 3;
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        // Reading and tokenizing both block: one trip to the pool.
+        self.blocking(move |st| Ok(bundle::build(gather(st, &ns, &id, &req)?, &req)))
+            .await
+    }
+}
+
+/// The subject's memory beyond this session.
+fn subject_memory(store: &dyn Store, session: &Session) -> Result<SubjectMemory> {
+    let (ns, subject) = (&session.namespace, &session.subject_id);
+    if subject.is_empty() {
+        return Ok(SubjectMemory::default());
+    }
+    let mine = |sid: &str| sid == session.session_id;
+    let mut carried = store.carried_actions(ns, subject, MAX_CARRIED + 1)?;
+    carried.retain(|c| !mine(&c.action_ref.session_id));
+    carried.truncate(MAX_CARRIED);
+    // Newest first from the store; the bundle lists them oldest first.
+    let mut facts = store.recent_facts(ns, subject, MAX_FACTS, FACT_SCAN)?;
+    facts.reverse();
+    let mut episodes = store.list_episodes(ns, subject, None, MAX_EPISODES + 1)?;
+    episodes.retain(|e| !mine(&e.session_id));
+    episodes.truncate(MAX_EPISODES);
+    Ok(SubjectMemory {
+        carried,
+        facts,
+        episodes,
+    })
+}
+
+/// Reads what a bundle of `session_id` within `req`'s budget needs.
+pub(super) fn gather(
+    store: &dyn Store,
+    ns: &str,
+    session_id: &str,
+    req: &BundleRequest,
+) -> Result<Inputs> {
+    // The summary first, then the session: the summary then never covers
+    // a turn the session snapshot does not have.
+    let mut summary = match store.get_summary(ns, session_id, 0) {
+        Ok(s) => Some(s),
+        Err(Error::NotFound(_)) => None,
+        Err(e) => return Err(e),
+    };
+    let session = store.get_session(ns, session_id)?;
+    if let Some(s) = summary.as_mut() {
+        // Statuses a client set since (UpdatePendingAction) win.
+        let overrides = store.action_statuses(ns, session_id)?;
+        apply_overrides(&mut s.pending_actions, &overrides);
+    }
+    let memory = subject_memory(store, &session)?;
+    let as_of = session.last_seq();
+    let covered = summary
+        .as_ref()
+        .map_or(0, |s| s.covers_through_seq.min(as_of));
+    let budget = u64::from(req.budget_tokens);
+
+    // The recent window: back from the newest turn until it holds the
+    // asked-for number of user turns, or more tokens than the budget.
+    let mut recent = Vec::new();
+    let (mut users, mut cost) = (0u64, 0u64);
+    let mut next = as_of;
+    'window: while next >= 1 {
+        let from = next.saturating_sub(READ_CHUNK - 1).max(1);
+        let chunk = store.read_turns(ns, session_id, from, next, READ_CHUNK as usize)?;
+        if chunk.is_empty() {
+            // Turns are gap-free: none where the session says there are
+            // means it was deleted meanwhile.
+            return Err(Error::session_not_found(ns, session_id));
+        }
+        for t in chunk.into_iter().rev() {
+            cost += u64::from(t.token_count) + MIN_TURN_COST;
+            users += u64::from(t.role == Role::User);
+            recent.push(t);
+            if users == req.interactions() || cost > budget {
+                break 'window;
+            }
+        }
+        next = from - 1;
+    }
+    recent.reverse();
+    let window_start = recent.first().map_or(as_of + 1, |t| t.seq);
+
+    // Older turns the summary does not cover, as far as the budget left
+    // could reach even when every one is shortened.
+    let mut earlier = Vec::new();
+    let mut next = window_start.saturating_sub(1);
+    while next > covered && cost <= budget {
+        let from = next.saturating_sub(READ_CHUNK - 1).max(covered + 1);
+        let chunk = store.read_turns(ns, session_id, from, next, READ_CHUNK as usize)?;
+        for t in chunk.into_iter().rev() {
+            cost += u64::from(t.token_count).min(MAX_SHORT_TURN_COST) + MIN_TURN_COST;
+            next = t.seq - 1;
+            earlier.push(t);
+            if cost > budget {
+                break;
+            }
+        }
+        if cost <= budget && next >= from {
+            // The chunk came back short: turns are gap-free, so this only
+            // happens when the session was deleted meanwhile.
+            return Err(Error::session_not_found(ns, session_id));
+        }
+    }
+    earlier.reverse();
+    let unread = (next > covered).then_some((covered + 1, next));
+    Ok(Inputs {
+        session,
+        summary,
+        recent,
+        earlier,
+        unread,
+        memory,
+    })
+}

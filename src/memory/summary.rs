@@ -1,0 +1,664 @@
+//! The summary pipeline, the one copy the background worker and handoff
+//! both run: read the stored fold state, hand only the turns after it to
+//! the summarizer, validate the summary against the turns it cites, and
+//! store the summary (or the refusal) with its audit record in one atomic
+//! write; then extract facts and settle the episode. Plus the summary,
+//! audit and review API.
+//!
+//! Cost: proportional to the new turns plus the summary's cited turns
+//! (point reads), never to the whole transcript.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+use super::page::PageToken;
+use super::{knowledge, validate as check, Event, Memory, Page};
+use crate::config::SummaryConfig;
+use crate::error::{Error, Precondition, Result};
+use crate::model::{
+    now_nanos, AuditKind, AuditRecord, FoldRecord, ReviewItem, ReviewStatus, RiskLevel, Session,
+    SessionState, SessionSummary, Trigger, Turn, LEGACY_FOLD_FORMAT,
+};
+use crate::store::{Store, SummaryWrite};
+use crate::summarize::{render, validate, Summarizer, SummaryContext};
+use crate::tokens;
+
+/// Turns read per page while folding.
+const FOLD_PAGE: usize = 1000;
+
+/// What an attempt did.
+#[derive(Debug, Clone)]
+pub enum Attempt {
+    /// A new summary version was stored.
+    Stored(Box<SessionSummary>),
+    /// Validation refused the summary; the audit log says why.
+    Refused(Vec<String>),
+    /// No turn was new since the latest summary (or attempt).
+    Unchanged,
+}
+
+/// The stored fold state a summarizer can continue from: the record as
+/// stored, one of the old whole-record layout upgraded, or nothing (no
+/// summary yet, or a state another summarizer wrote: fold from turn 1).
+fn base_of(summarizer: &dyn Summarizer, stored: Option<FoldRecord>) -> Result<Option<FoldRecord>> {
+    let Some(record) = stored else {
+        return Ok(None);
+    };
+    if record.format == LEGACY_FOLD_FORMAT {
+        return match summarizer.upgrade_legacy(&record) {
+            Some(up) => up.map(Some).map_err(|e| Error::DataLoss(e.to_string())),
+            None => Ok(None),
+        };
+    }
+    Ok(summarizer.reads(&record).then_some(record))
+}
+
+/// Summarizes the turns of a session not yet covered (blocking).
+/// `force` ignores earlier refused attempts (a client asked explicitly).
+pub fn run(
+    store: &dyn Store,
+    summarizer: &dyn Summarizer,
+    cfg: &SummaryConfig,
+    (ns, session_id): (&str, &str),
+    trigger: Trigger,
+    force: bool,
+) -> Result<Attempt> {
+    let session = store.get_session(ns, session_id)?;
+    let last = session.next_seq - 1;
+    let base = base_of(summarizer, store.fold_record(ns, session_id)?)?;
+    let through = base.as_ref().map_or(0, |b| b.through_seq);
+    let attempted = if force {
+        through
+    } else {
+        session.summary.attempted_through_seq.max(through)
+    };
+    if last <= attempted {
+        // A session that stopped with nothing new still needs its episode.
+        knowledge::settle_episode(store, ns, session_id);
+        return Ok(Attempt::Unchanged);
+    }
+    let mut fold = FoldRecord {
+        summarizer: summarizer.name().to_owned(),
+        format: summarizer.format(),
+        ..base.clone().unwrap_or_default()
+    };
+    let mut new_turns: BTreeMap<u64, Turn> = BTreeMap::new();
+    let mut from = fold.through_seq + 1;
+    while from <= last {
+        let page = store.read_turns(ns, session_id, from, last, FOLD_PAGE)?;
+        let Some(end) = page.last().map(|t| t.seq) else {
+            break;
+        };
+        for t in &page {
+            fold.chain_hash = chain(&fold.chain_hash, t)?;
+            fold.through_tokens += u64::from(t.token_count);
+        }
+        fold.through_seq = end;
+        new_turns.extend(page.into_iter().map(|t| (t.seq, t)));
+        from = end + 1;
+    }
+    let ctx = SummaryContext {
+        context_limit_tokens: session.settings.context_limit_tokens,
+        bundle_tokens: 0,
+        trigger,
+        version: session.summary.version + 1,
+        now: now_nanos(),
+        high_risk: session.settings.risk_level == RiskLevel::High,
+    };
+    let folded: Vec<Turn> = new_turns.values().cloned().collect();
+    let out = summarizer
+        .fold(base.as_ref(), &folded, &ctx)
+        .map_err(|e| {
+            Error::DataLoss(format!(
+                "summary fold state of session {ns}/{session_id}: {e}"
+            ))
+        })?;
+    fold.state = out.state;
+    let mut summary = out.summary;
+    let markdown = render::markdown(&summary);
+    let post_tokens = tokens::count(session.settings.encoding, &markdown) as u64;
+    // Until bundles exist, what a resuming agent needs is the summary itself.
+    summary.context_health.budget_remaining_tokens =
+        i64::try_from(session.settings.context_limit_tokens).unwrap_or(i64::MAX)
+            - post_tokens as i64;
+
+    let cited = cited_turns(store, ns, session_id, &summary, new_turns)?;
+    let verdict = validate::validate(&summary, &cited, fold.through_seq);
+    let mut audit = AuditRecord {
+        audit_seq: 0,
+        kind: AuditKind::SummaryAttempt,
+        created_at: ctx.now,
+        summary_version: 0,
+        trigger: Some(trigger),
+        covers_through_seq: fold.through_seq,
+        pre_summary_tokens: fold.through_tokens,
+        post_summary_tokens: post_tokens,
+        compression_ratio: if post_tokens == 0 {
+            0.0
+        } else {
+            fold.through_tokens as f64 / post_tokens as f64
+        },
+        summarizer: summarizer.label(),
+        covered_turns_sha256: hex::encode(fold.chain_hash),
+        validation_passed: verdict.is_ok(),
+        validation_errors: verdict.clone().err().unwrap_or_default(),
+        decisions: summary.decisions.len() as u32,
+        pending_actions: summary.pending_actions.len() as u32,
+        open_questions: summary.open_questions.len() as u32,
+        health_flags: Vec::new(),
+        review_id: String::new(),
+        review_status: None,
+        reviewer: String::new(),
+        comment: String::new(),
+    };
+    audit.health_flags = health_flags(
+        store,
+        &session,
+        &summary,
+        (audit.pre_summary_tokens, audit.compression_ratio),
+        cfg,
+    )?;
+    let write = match verdict {
+        Ok(()) => {
+            audit.summary_version = summary.version;
+            let review = review_item(&session, &summary);
+            SummaryWrite {
+                base_version: session.summary.version,
+                summary: Some(summary.clone()),
+                fold: Some(fold.clone()),
+                audit,
+                review,
+                attempted_through_seq: fold.through_seq,
+            }
+        }
+        Err(ref errors) => {
+            tracing::warn!(
+                namespace = ns,
+                session_id,
+                ?errors,
+                "summary refused by validation"
+            );
+            SummaryWrite {
+                base_version: session.summary.version,
+                summary: None,
+                fold: None,
+                audit,
+                review: None,
+                attempted_through_seq: fold.through_seq,
+            }
+        }
+    };
+    let session = store.save_summary(ns, session_id, write)?;
+    Ok(match verdict {
+        Ok(()) => {
+            knowledge::after_summary(store, &session, &summary, &folded);
+            Attempt::Stored(Box::new(summary))
+        }
+        Err(errors) => {
+            // A refused final summary still leaves the latest stored one
+            // as the episode.
+            knowledge::settle_episode(store, ns, session_id);
+            Attempt::Refused(errors)
+        }
+    })
+}
+
+/// h' = SHA-256(h || postcard(turn)): a hash of the covered turns that can
+/// be extended turn by turn and equals the hash computed from scratch.
+fn chain(prev: &[u8; 32], turn: &Turn) -> Result<[u8; 32]> {
+    let bytes = postcard::to_stdvec(turn)
+        .map_err(|e| Error::Internal(format!("cannot encode turn: {e}")))?;
+    let mut h = Sha256::new();
+    h.update(prev);
+    h.update(&bytes);
+    Ok(h.finalize().into())
+}
+
+/// Every turn the summary cites: the new ones from memory, older ones by
+/// point reads.
+fn cited_turns(
+    store: &dyn Store,
+    ns: &str,
+    session_id: &str,
+    summary: &SessionSummary,
+    mut new_turns: BTreeMap<u64, Turn>,
+) -> Result<BTreeMap<u64, Turn>> {
+    let mut cited = BTreeMap::new();
+    let mut older = Vec::new();
+    for seq in validate::cited_seqs(summary) {
+        match new_turns.remove(&seq) {
+            Some(t) => {
+                cited.insert(seq, t);
+            }
+            None => older.push(seq),
+        }
+    }
+    for t in store.get_turns(ns, session_id, &older)? {
+        cited.insert(t.seq, t);
+    }
+    Ok(cited)
+}
+
+fn health_flags(
+    store: &dyn Store,
+    session: &Session,
+    summary: &SessionSummary,
+    (pre_tokens, ratio): (u64, f64),
+    cfg: &SummaryConfig,
+) -> Result<Vec<String>> {
+    let mut flags = Vec::new();
+    if summary.version >= 3 {
+        let prev = store.list_summaries(
+            &session.namespace,
+            &session.session_id,
+            summary.version - 1,
+            2,
+        )?;
+        if let [p1, p2] = prev.as_slice() {
+            let (a, b, c) = (
+                p2.open_questions.len(),
+                p1.open_questions.len(),
+                summary.open_questions.len(),
+            );
+            if a < b && b < c {
+                flags.push(format!(
+                    "open_questions_growing: {a} -> {b} -> {c} over the last 3 summaries"
+                ));
+            }
+        }
+    }
+    let checked = pre_tokens >= cfg.compression_check_min_tokens;
+    if checked && (ratio < cfg.compression_min_ratio || ratio > cfg.compression_max_ratio) {
+        flags.push(format!(
+            "compression_ratio_out_of_band: {ratio:.2} not in [{}, {}]",
+            cfg.compression_min_ratio, cfg.compression_max_ratio
+        ));
+    }
+    Ok(flags)
+}
+
+/// A review item for a high-risk summary with irreversible items.
+fn review_item(session: &Session, s: &SessionSummary) -> Option<ReviewItem> {
+    if session.settings.risk_level != RiskLevel::High || !s.requires_human_review {
+        return None;
+    }
+    let mut items = Vec::new();
+    for d in s.decisions.iter().filter(|d| d.requires_human_review) {
+        items.push(format!("decision: {} {:?}", d.decision, d.evidence_seqs));
+    }
+    for a in s.pending_actions.iter().filter(|a| a.requires_human_review) {
+        items.push(format!("action: {} {:?}", a.action, a.evidence_seqs));
+    }
+    for t in s.tool_calls.iter().filter(|t| t.requires_human_review) {
+        items.push(format!(
+            "tool call: {}({}) [{}]",
+            t.tool_name, t.arguments_json, t.seq
+        ));
+    }
+    Some(ReviewItem {
+        review_id: ulid::Ulid::new().to_string(),
+        namespace: session.namespace.clone(),
+        session_id: session.session_id.clone(),
+        summary_version: s.version,
+        items,
+        status: ReviewStatus::Pending,
+        reviewer: String::new(),
+        comment: String::new(),
+        created_at: s.created_at,
+        resolved_at: 0,
+    })
+}
+
+pub use super::episodes::episode_due;
+
+/// Which automatic trigger, if any, is due for `session` now.
+pub fn due(session: &Session, cfg: &SummaryConfig) -> Option<Trigger> {
+    let last = session.next_seq - 1;
+    let since = session
+        .summary
+        .attempted_through_seq
+        .max(session.summary.through_seq);
+    if last <= since {
+        // Nothing to fold; the episode may still be missing (a crash
+        // between the final summary and its episode).
+        return episode_due(session).then_some(match session.state {
+            SessionState::Idle => Trigger::IdleTimeout,
+            _ => Trigger::Close,
+        });
+    }
+    // A session that stopped (closed or idle) gets its final summary.
+    match session.state {
+        SessionState::Closed => return Some(Trigger::Close),
+        SessionState::Idle => return Some(Trigger::IdleTimeout),
+        SessionState::Active => {}
+    }
+    if last - since >= u64::from(session.settings.summary_every_turns) {
+        return Some(Trigger::EveryNTurns);
+    }
+    let unsummarized = session
+        .total_tokens
+        .saturating_sub(session.summary.through_tokens);
+    if unsummarized * 100
+        > session.settings.context_limit_tokens * u64::from(cfg.token_threshold_percent)
+    {
+        return Some(Trigger::TokenThreshold);
+    }
+    None
+}
+
+/// Attempts a summary runs before giving up on a session that keeps
+/// changing under it.
+const ATTEMPTS: usize = 3;
+
+impl Memory {
+    /// Runs the summary pipeline for one session on the blocking pool,
+    /// retrying when a concurrent attempt stored a version first; announces
+    /// a stored summary. The worker and handoff both come here.
+    pub async fn summarize_session(
+        &self,
+        ns: &str,
+        session_id: &str,
+        trigger: Trigger,
+        force: bool,
+    ) -> Result<Attempt> {
+        for _ in 0..ATTEMPTS {
+            let (n, i, cfg) = (ns.to_owned(), session_id.to_owned(), self.summaries.clone());
+            let summarizer = self.summarizer.clone();
+            let attempt = self
+                .blocking(move |st| {
+                    run(st, summarizer.as_ref(), &cfg, (&n, &i), trigger, force)
+                })
+                .await;
+            match attempt {
+                Err(Error::Aborted(_)) => continue,
+                Err(e) => return Err(e),
+                Ok(a) => {
+                    if let Attempt::Stored(s) = &a {
+                        self.notify(Event::SummaryWritten {
+                            namespace: ns,
+                            session_id,
+                            summary: s,
+                        });
+                        // Facts and episodes may have changed with it.
+                        self.notify(Event::KnowledgeChanged);
+                    }
+                    return Ok(a);
+                }
+            }
+        }
+        Err(Error::Aborted(format!(
+            "session {session_id:?} kept changing while its summary was written; retry"
+        )))
+    }
+
+    /// The latest summary when it covers every turn, else `None` (work to
+    /// queue). `FailedPrecondition` for a session without turns.
+    pub async fn summary_if_current(
+        &self,
+        ns: &str,
+        session_id: &str,
+    ) -> Result<Option<SessionSummary>> {
+        let session = self.get_session(ns, session_id).await?;
+        if session.turn_count == 0 {
+            return Err(Error::FailedPrecondition(
+                Precondition::NoTurns,
+                format!("session {session_id:?} has no turns to summarize"),
+            ));
+        }
+        if session.summary.version > 0 && session.summary.through_seq >= session.last_seq() {
+            return self.get_summary(ns, session_id, 0).await.map(Some);
+        }
+        Ok(None)
+    }
+
+    /// Summary `version` (0 = latest).
+    pub async fn get_summary(
+        &self,
+        ns: &str,
+        session_id: &str,
+        version: u64,
+    ) -> Result<SessionSummary> {
+        check::id("namespace", ns)?;
+        check::id("session_id", session_id)?;
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        self.blocking(move |st| st.get_summary(&ns, &id, version))
+            .await
+    }
+
+    /// Summary versions, newest first.
+    pub async fn list_summaries(
+        &self,
+        ns: &str,
+        session_id: &str,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<Page<SessionSummary>> {
+        check::id("namespace", ns)?;
+        check::id("session_id", session_id)?;
+        let limit = self.page_size(page_size)?;
+        let at_most = match PageToken::decode(page_token)? {
+            None => u64::MAX,
+            Some(PageToken::SummariesAtMost(v)) => v,
+            Some(_) => return Err(Error::invalid("page_token belongs to another listing")),
+        };
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        let items = self
+            .blocking(move |st| st.list_summaries(&ns, &id, at_most, limit))
+            .await?;
+        let next = match items.last() {
+            Some(s) if items.len() == limit && s.version > 1 => {
+                Some(PageToken::SummariesAtMost(s.version - 1).encode())
+            }
+            _ => None,
+        };
+        Ok(Page {
+            items,
+            next_page_token: next,
+        })
+    }
+
+    /// The oldest summary version covering `seq` or later (binary search
+    /// over versions 1..=latest, whose coverage only grows); `latest + 1`
+    /// when none does.
+    pub async fn first_summary_covering(
+        &self,
+        ns: &str,
+        session_id: &str,
+        seq: u64,
+        latest: u64,
+    ) -> Result<u64> {
+        let (mut lo, mut hi) = (1u64, latest + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let s = self.get_summary(ns, session_id, mid).await?;
+            if s.covers_through_seq >= seq {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The session's audit log, oldest first.
+    pub async fn audit_log(
+        &self,
+        ns: &str,
+        session_id: &str,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<Page<AuditRecord>> {
+        check::id("namespace", ns)?;
+        check::id("session_id", session_id)?;
+        let limit = self.page_size(page_size)?;
+        let after = match PageToken::decode(page_token)? {
+            None => 0,
+            Some(PageToken::AuditAfter(n)) => n,
+            Some(_) => return Err(Error::invalid("page_token belongs to another listing")),
+        };
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        let items = self
+            .blocking(move |st| st.list_audit(&ns, &id, after, limit))
+            .await?;
+        let next = match items.last() {
+            Some(r) if items.len() == limit => Some(PageToken::AuditAfter(r.audit_seq).encode()),
+            _ => None,
+        };
+        Ok(Page {
+            items,
+            next_page_token: next,
+        })
+    }
+
+    /// The namespace's review queue, oldest first.
+    pub async fn review_items(
+        &self,
+        ns: &str,
+        include_resolved: bool,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<Page<ReviewItem>> {
+        check::id("namespace", ns)?;
+        let limit = self.page_size(page_size)?;
+        let after = match PageToken::decode(page_token)? {
+            None => None,
+            Some(PageToken::ReviewsAfter(id)) => Some(id),
+            Some(_) => return Err(Error::invalid("page_token belongs to another listing")),
+        };
+        let ns = ns.to_owned();
+        let (items, resume) = self
+            .blocking(move |st| {
+                st.list_review_items(&ns, after.as_deref(), include_resolved, limit, limit * 10)
+            })
+            .await?;
+        Ok(Page {
+            items,
+            next_page_token: resume.map(|id| PageToken::ReviewsAfter(id).encode()),
+        })
+    }
+
+    /// Approves or rejects a review item; durable when it returns.
+    pub async fn resolve_review_item(
+        &self,
+        ns: &str,
+        review_id: &str,
+        status: ReviewStatus,
+        reviewer: &str,
+        comment: &str,
+    ) -> Result<ReviewItem> {
+        check::id("namespace", ns)?;
+        check::id("review_id", review_id)?;
+        if status == ReviewStatus::Pending {
+            return Err(Error::invalid("status must be APPROVED or REJECTED"));
+        }
+        if reviewer.is_empty() {
+            return Err(Error::invalid("reviewer is required"));
+        }
+        check::name("reviewer", reviewer, check::MAX_NAME_BYTES)?;
+        if comment.len() > check::MAX_METADATA_VALUE_BYTES {
+            return Err(Error::invalid(format!(
+                "comment is {} bytes; the limit is {}",
+                comment.len(),
+                check::MAX_METADATA_VALUE_BYTES
+            )));
+        }
+        let audit = AuditRecord {
+            audit_seq: 0,
+            kind: AuditKind::ReviewResolved,
+            created_at: now_nanos(),
+            summary_version: 0,
+            trigger: None,
+            covers_through_seq: 0,
+            pre_summary_tokens: 0,
+            post_summary_tokens: 0,
+            compression_ratio: 0.0,
+            summarizer: String::new(),
+            covered_turns_sha256: String::new(),
+            validation_passed: true,
+            validation_errors: Vec::new(),
+            decisions: 0,
+            pending_actions: 0,
+            open_questions: 0,
+            health_flags: Vec::new(),
+            review_id: review_id.to_owned(),
+            review_status: Some(status),
+            reviewer: reviewer.to_owned(),
+            comment: comment.to_owned(),
+        };
+        let (ns, id) = (ns.to_owned(), review_id.to_owned());
+        self.blocking(move |st| {
+            st.resolve_review_item(&ns, &id, audit.clone(), &mut |item| {
+                resolve(item, status, &audit)
+            })
+        })
+        .await
+    }
+}
+
+/// A pending review item resolved by `audit`'s reviewer; one resolved
+/// already stays as it is (`FailedPrecondition`).
+fn resolve(item: &ReviewItem, status: ReviewStatus, audit: &AuditRecord) -> Result<ReviewItem> {
+    if item.status != ReviewStatus::Pending {
+        return Err(Error::FailedPrecondition(
+            Precondition::AlreadyResolved,
+            format!(
+                "review item {:?} is already {:?} by {:?}",
+                item.review_id, item.status, item.reviewer
+            ),
+        ));
+    }
+    let mut item = item.clone();
+    item.status = status;
+    item.reviewer = audit.reviewer.clone();
+    item.comment = audit.comment.clone();
+    item.resolved_at = audit.created_at;
+    Ok(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Role;
+
+    fn turn(seq: u64) -> Turn {
+        Turn {
+            seq,
+            role: Role::User,
+            speaker: "u".into(),
+            content: format!("turn {seq}"),
+            client_time: None,
+            server_time: 1,
+            tool_call: None,
+            metadata: Default::default(),
+            token_count: 2,
+        }
+    }
+
+    #[test]
+    fn the_hash_chain_extends_turn_by_turn() {
+        let turns: Vec<Turn> = (1..=10).map(turn).collect();
+        let whole = turns
+            .iter()
+            .try_fold([0u8; 32], |h, t| chain(&h, t))
+            .unwrap();
+        for k in 0..=10 {
+            let first = turns[..k]
+                .iter()
+                .try_fold([0u8; 32], |h, t| chain(&h, t))
+                .unwrap();
+            let split = turns[k..]
+                .iter()
+                .try_fold(first, |h, t| chain(&h, t))
+                .unwrap();
+            assert_eq!(split, whole, "split at {k}");
+        }
+        let mut changed = turns.clone();
+        changed[4].content.push('!');
+        let other = changed
+            .iter()
+            .try_fold([0u8; 32], |h, t| chain(&h, t))
+            .unwrap();
+        assert_ne!(other, whole);
+    }
+}

@@ -1,0 +1,174 @@
+//! Turns: append (validate, count tokens, decide under the store's lock,
+//! announce once durable) and list.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use sha2::{Digest, Sha256};
+
+use super::append::{self, OwnerChange, PreparedAppend};
+use super::page::PageToken;
+use super::{validate, Event, Memory, Page};
+use crate::error::{Error, Result};
+use crate::model::{now_nanos, AppendOutcome, NewTurn, Turn};
+use crate::store::Appended;
+use crate::tokens;
+
+/// An append request.
+#[derive(Debug, Clone)]
+pub struct AppendRequest {
+    /// The turns, in order.
+    pub turns: Vec<NewTurn>,
+    /// Retry key; `None` = not idempotent.
+    pub idempotency_key: Option<String>,
+    /// Optimistic check on `next_seq`.
+    pub expected_next_seq: Option<u64>,
+    /// Fencing: must equal the session's lease epoch.
+    pub lease_epoch: Option<u64>,
+}
+
+impl Memory {
+    /// Appends turns; returns once they are durable on disk.
+    pub async fn append_turns(
+        &self,
+        ns: &str,
+        session_id: &str,
+        req: AppendRequest,
+    ) -> Result<AppendOutcome> {
+        validate::id("namespace", ns)?;
+        validate::id("session_id", session_id)?;
+        validate::turns(&req.turns, &self.limits)?;
+        if let Some(k) = &req.idempotency_key {
+            if k.is_empty() {
+                return Err(Error::invalid(
+                    "idempotency_key must not be empty when given",
+                ));
+            }
+            validate::name("idempotency_key", k, validate::MAX_IDEMPOTENCY_KEY_BYTES)?;
+        }
+        Ok(self.write_append(ns, session_id, req, None).await?.outcome)
+    }
+
+    /// Appends (with an ownership change for a handoff) and announces it
+    /// once durable. The request is already validated. The session record
+    /// is read once, by the store, under its lock: the tokens are counted
+    /// there, in the session's encoding.
+    pub(super) async fn write_append(
+        &self,
+        ns: &str,
+        session_id: &str,
+        req: AppendRequest,
+        handoff: Option<OwnerChange>,
+    ) -> Result<Appended> {
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        let mut prepared = PreparedAppend {
+            fingerprint: fingerprint(&req.turns)?,
+            turns: req.turns,
+            token_counts: Vec::new(),
+            idempotency_key: req.idempotency_key,
+            expected_next_seq: req.expected_next_seq,
+            lease_epoch: req.lease_epoch,
+            handoff,
+            now: now_nanos(),
+        };
+        let appended = self
+            .blocking(move |st| {
+                let key = prepared.idempotency_key.clone();
+                st.append_turns(&ns, &id, key.as_deref(), &mut |session, previous| {
+                    // A replay needs no counts.
+                    if previous.is_none() && prepared.token_counts.is_empty() {
+                        let encoding = session.settings.encoding;
+                        prepared.token_counts = prepared
+                            .turns
+                            .iter()
+                            .map(|t| tokens::count_turn(encoding, t))
+                            .collect();
+                    }
+                    append::plan(session, previous, &prepared)
+                })
+            })
+            .await?;
+        self.after_append(&appended);
+        Ok(appended)
+    }
+
+    /// Counts and announces a durable append (not a replay).
+    fn after_append(&self, appended: &Appended) {
+        let (session, outcome) = (&appended.session, &appended.outcome);
+        if outcome.replayed {
+            return;
+        }
+        let turns = outcome.last_seq + 1 - outcome.first_seq;
+        let tokens: u64 = outcome.token_counts.iter().map(|&t| u64::from(t)).sum();
+        self.appended.turns.fetch_add(turns, Relaxed);
+        self.appended.tokens.fetch_add(tokens, Relaxed);
+        self.notify(Event::Appended {
+            session,
+            first_seq: outcome.first_seq,
+            last_seq: outcome.last_seq,
+            previous_state: appended.previous_state,
+        });
+    }
+
+    /// Lists turns by seq range, oldest first, paginated. A page is also
+    /// cut to stay under half the message limit.
+    pub async fn list_turns(
+        &self,
+        ns: &str,
+        session_id: &str,
+        from_seq: u64,
+        to_seq: Option<u64>,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<Page<Turn>> {
+        validate::id("namespace", ns)?;
+        validate::id("session_id", session_id)?;
+        let limit = self.page_size(page_size)?;
+        let from = match PageToken::decode(page_token)? {
+            None => from_seq.max(1),
+            Some(PageToken::TurnsFrom(seq)) => seq,
+            Some(_) => return Err(Error::invalid("page_token belongs to another listing")),
+        };
+        let to = to_seq.unwrap_or(u64::MAX);
+        let byte_budget = self.limits.max_message_bytes / 2;
+        let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        let mut turns = self
+            .blocking(move |st| st.list_turns(&ns, &id, from, to, limit + 1))
+            .await?;
+        let mut bytes = 0usize;
+        let mut keep = 0usize;
+        for t in turns.iter().take(limit) {
+            bytes += approx_size(t);
+            if keep > 0 && bytes > byte_budget {
+                break;
+            }
+            keep += 1;
+        }
+        let next = if turns.len() > keep {
+            Some(PageToken::TurnsFrom(turns[keep].seq).encode())
+        } else {
+            None
+        };
+        turns.truncate(keep);
+        Ok(Page {
+            items: turns,
+            next_page_token: next,
+        })
+    }
+}
+
+/// SHA-256 of the canonical encoding of an append's turns, so a reused
+/// idempotency key with different turns is detected.
+fn fingerprint(turns: &[NewTurn]) -> Result<[u8; 32]> {
+    let bytes = postcard::to_stdvec(turns)
+        .map_err(|e| Error::Internal(format!("cannot encode turns: {e}")))?;
+    Ok(Sha256::digest(&bytes).into())
+}
+
+/// Rough encoded size of a turn, for cutting pages under the message limit.
+fn approx_size(t: &Turn) -> usize {
+    let meta: usize = t.metadata.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+    let tool = t.tool_call.as_ref().map_or(0, |c| {
+        c.tool_name.len() + c.arguments_json.len() + c.result.len() + c.error_details.len() + 16
+    });
+    64 + t.speaker.len() + t.content.len() + meta + tool
+}

@@ -1,0 +1,265 @@
+//! Per-process machinery around the domain, each part behind a small port
+//! so a shared database can take its place later: the summary scheduler
+//! (a bounded queue and one worker), the idle sweeper, watch streams and
+//! the search indexer (an outbox consumer with its own cursor). They hear
+//! of durable changes through the [`Bus`], the domain's `Notifier`, and
+//! act through the domain (`Memory`) or the store's ports, never below.
+//!
+//! `Runtime::start` wires them; `shutdown` stops them in order.
+
+pub mod idle;
+pub mod indexer;
+pub mod scheduler;
+pub mod watch;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use self::idle::IdleTracker;
+use self::indexer::Indexer;
+use self::scheduler::Scheduler;
+use self::watch::WatchHub;
+use crate::config::{Limits, SummaryConfig};
+use crate::error::{Error, Result};
+use crate::memory::{AppendCounters, Event, Memory, Notifier, Parts};
+use crate::search::SearchIndex;
+use crate::store::{commit, Store};
+use crate::summarize::{RuleBased, Summarizer};
+
+/// Fans the domain's events out to the runtime's parts.
+#[derive(Default)]
+pub struct Bus {
+    listeners: RwLock<Vec<Arc<dyn Notifier>>>,
+}
+
+impl Bus {
+    /// Adds a listener.
+    pub fn subscribe(&self, listener: Arc<dyn Notifier>) {
+        self.listeners
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(listener);
+    }
+
+    /// Drops every listener (shutdown; breaks the reference cycles
+    /// through the domain).
+    pub fn clear(&self) {
+        self.listeners
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+impl Notifier for Bus {
+    fn notify(&self, event: &Event<'_>) {
+        for l in self
+            .listeners
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            l.notify(event);
+        }
+    }
+}
+
+/// Wakes the indexer on changes it will find in the outbox.
+struct IndexerWake(Arc<Indexer>);
+
+impl Notifier for IndexerWake {
+    fn notify(&self, event: &Event<'_>) {
+        match event {
+            Event::Appended { .. } | Event::Deleted { .. } | Event::KnowledgeChanged => {
+                self.0.nudge()
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The domain and the per-process parts around it.
+pub struct Runtime {
+    memory: Arc<Memory>,
+    bus: Arc<Bus>,
+    summaries: Arc<Scheduler>,
+    hub: Arc<WatchHub>,
+    idle: Arc<IdleTracker>,
+    indexer: Arc<Indexer>,
+    sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Sessions read per page of the start-up rescan.
+const RESCAN_PAGE: usize = 1000;
+
+impl Runtime {
+    /// Opens the domain over `store` with the rule-based summarizer and
+    /// starts the summary worker, idle sweeper and search indexer (over the
+    /// index in `search_dir`, in memory when `None`; rebuilt from the store
+    /// when missing or damaged); queues the summaries and idle deadlines the
+    /// stored sessions show. Must be called inside a tokio runtime.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        limits: Limits,
+        summaries: SummaryConfig,
+        search_dir: Option<PathBuf>,
+    ) -> Result<Arc<Runtime>> {
+        Self::start_with(store, limits, summaries, search_dir, Arc::new(RuleBased)).await
+    }
+
+    /// As [`Runtime::start`], with another summarizer.
+    pub async fn start_with(
+        store: Arc<dyn Store>,
+        limits: Limits,
+        summaries: SummaryConfig,
+        search_dir: Option<PathBuf>,
+        summarizer: Arc<dyn Summarizer>,
+    ) -> Result<Arc<Runtime>> {
+        let scan = store.clone();
+        let (search, rebuild) = tokio::task::spawn_blocking(move || {
+            let (search, rebuild) = SearchIndex::open(search_dir.as_deref())?;
+            // A new data dir has nothing to index: finish the (empty)
+            // rebuild here, so a new daemon never answers UNAVAILABLE.
+            if rebuild && holds_nothing_searchable(scan.as_ref())? {
+                search.rebuild(&crate::memory::knowledge::StoredDocuments(scan.as_ref()))?;
+                return Ok::<_, Error>((search, false));
+            }
+            Ok((search, rebuild))
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("opening the search index failed: {e}")))??;
+        let search = Arc::new(search);
+        let indexer = Arc::new(Indexer::start(store.clone(), search.clone(), rebuild));
+        let bus = Arc::new(Bus::default());
+        let memory = Arc::new(Memory::new(Parts {
+            store,
+            search,
+            limits: limits.clone(),
+            summaries: summaries.clone(),
+            summarizer,
+            notifier: bus.clone(),
+        }));
+        let hub = Arc::new(WatchHub::new(
+            limits.watch_buffer,
+            limits.max_watches_per_namespace,
+        ));
+        let idle = Arc::new(IdleTracker::default());
+        let scheduler = Arc::new(Scheduler::start(memory.clone(), summaries));
+        bus.subscribe(hub.clone());
+        bus.subscribe(idle.clone());
+        bus.subscribe(scheduler.clone());
+        bus.subscribe(Arc::new(IndexerWake(indexer.clone())));
+        let rt = Arc::new(Runtime {
+            memory,
+            bus,
+            summaries: scheduler,
+            hub,
+            idle,
+            indexer,
+            sweeper: Mutex::new(None),
+        });
+        let due = rt.rescan().await?;
+        if due > 0 {
+            tracing::info!(
+                sessions = due,
+                "resuming summaries that were due before the restart"
+            );
+        }
+        let sweeper = tokio::spawn(idle::sweep(Arc::downgrade(&rt.memory), rt.idle.clone()));
+        *rt.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);
+        Ok(rt)
+    }
+
+    /// Reads every session record once (not their turns): idle deadlines
+    /// are tracked and due summaries queued. Returns how many were queued.
+    async fn rescan(&self) -> Result<usize> {
+        let mut after: Option<(String, String)> = None;
+        let mut queued = 0;
+        loop {
+            let page = self.memory.scan_sessions(after.take(), RESCAN_PAGE).await?;
+            for e in &page.unreadable {
+                tracing::error!(error = %e, "skipping a session whose record is unreadable");
+            }
+            let Some(resume) = page.resume_after else {
+                return Ok(queued);
+            };
+            after = Some(resume);
+            for s in &page.sessions {
+                self.idle.track(s);
+                if self.summaries.maybe_schedule(s, None) {
+                    queued += 1;
+                }
+            }
+        }
+    }
+
+    /// The domain.
+    pub fn memory(&self) -> &Arc<Memory> {
+        &self.memory
+    }
+
+    /// The registry of watchers.
+    pub fn watch_hub(&self) -> &Arc<WatchHub> {
+        &self.hub
+    }
+
+    /// The summary scheduler (its counters, client requests).
+    pub fn summaries(&self) -> &Scheduler {
+        &self.summaries
+    }
+
+    /// The search indexer (its counters).
+    pub fn indexer(&self) -> &Indexer {
+        &self.indexer
+    }
+
+    /// Sessions waiting for their idle deadline.
+    pub fn idle_tracked(&self) -> usize {
+        self.idle.len()
+    }
+
+    /// Turns and tokens appended since start.
+    pub fn appended(&self) -> &AppendCounters {
+        self.memory.appended()
+    }
+
+    /// Outbox entries the search index has not applied yet.
+    pub fn index_backlog(&self) -> u64 {
+        self.memory.index_backlog()
+    }
+
+    /// The store's group-commit counters.
+    pub fn sync_stats(&self) -> std::sync::Arc<commit::Stats> {
+        self.memory.store().sync_stats()
+    }
+
+    /// Ends watch streams, stops the idle sweeper and the summary worker
+    /// (after its queued work), flushes, then stops the indexer.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.hub.close();
+        let sweeper = self
+            .sweeper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(s) = sweeper {
+            s.abort();
+            let _ = s.await;
+        }
+        self.summaries.shutdown().await;
+        self.memory.flush().await?;
+        self.bus.clear();
+        // The outbox keeps whatever the indexer has not applied yet.
+        let indexer = self.indexer.clone();
+        tokio::task::spawn_blocking(move || indexer.stop())
+            .await
+            .map_err(|e| Error::Internal(format!("stopping the indexer failed: {e}")))
+    }
+}
+
+/// Whether `store` holds no session, fact or episode (a new data dir).
+fn holds_nothing_searchable(store: &dyn Store) -> Result<bool> {
+    Ok(store.scan_sessions(None, 1)?.sessions.is_empty()
+        && store.scan_facts(None, 1)?.0.is_empty()
+        && store.scan_episodes(None, 1)?.0.is_empty())
+}

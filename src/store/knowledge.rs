@@ -1,0 +1,462 @@
+//! Long-term memory in a `KvStore`: facts (versions, key and duplicate
+//! pointers), episodes with their carried-over actions, and client-set
+//! action statuses. The rules (supersede, merge, what an episode holds)
+//! come from the domain as `decide` closures; every change is one atomic
+//! batch that also adds an outbox entry, so the derived search index can
+//! always be brought up to date from the store.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use super::engine::{Batch, Engine, Write};
+use super::{
+    codec, keys, ActionPlan, EpisodePlan, FactFate, KnowledgeStore, KvStore, ScanPage,
+};
+use crate::error::{Error, Result};
+use crate::model::{
+    ActionRef, ActionStatus, CarriedAction, Episode, Fact, FactFilter, FactIdentity, FactPlan,
+    IndexChange, PendingAction, PutOutcome, Session, SessionSummary,
+};
+
+fn fact_not_found(ns: &str, fact_id: &str) -> Error {
+    Error::NotFound(format!("fact {fact_id:?} not found in namespace {ns:?}"))
+}
+
+/// The pointer key that names `fact` while it is current: its key's, or
+/// (unkeyed) its words'.
+fn pointer_of(fact: &Fact) -> Vec<u8> {
+    pointer(&fact.namespace, &fact.subject_id, &fact.identity())
+}
+
+/// The pointer key of an identity.
+fn pointer(ns: &str, subject: &str, identity: &FactIdentity) -> Vec<u8> {
+    match identity {
+        FactIdentity::Words(words) => keys::fact_words(ns, subject, words),
+        FactIdentity::Key(key) => keys::fact_key(ns, subject, key),
+    }
+}
+
+/// A lock name for a subject's facts that no session id can take (ids
+/// cannot hold control characters).
+fn subject_lock(subject_id: &str) -> String {
+    format!("\u{1}facts\u{1}{subject_id}")
+}
+
+impl<E: Engine> KvStore<E> {
+    fn read_fact(&self, ns: &str, fact_id: &str) -> Result<Option<Fact>> {
+        self.read(&keys::fact(ns, fact_id), || {
+            format!("fact {fact_id} of namespace {ns}")
+        })
+    }
+
+    /// The fact a pointer names, if the pointer and the fact exist.
+    fn pointed_fact(&self, ns: &str, pointer: &[u8]) -> Result<Option<Fact>> {
+        let Some(id) = self.read::<String>(pointer, || format!("fact pointer in {ns}"))? else {
+            return Ok(None);
+        };
+        self.read_fact(ns, &id)
+    }
+
+    /// Applies a batch, counting its outbox entries, and waits until it
+    /// is durable.
+    fn apply_with_changes(&self, batch: Batch, changes: u64) -> Result<()> {
+        self.engine().apply(batch)?;
+        self.changes.committed(changes);
+        self.durable()
+    }
+
+    fn scan_typed<T: serde::de::DeserializeOwned>(
+        &self,
+        tag: u8,
+        after: Option<&[u8]>,
+        limit: usize,
+        what: &str,
+    ) -> Result<ScanPage<T>> {
+        let bound = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let entries = self.engine().scan(bound, &[tag], limit)?;
+        let resume = (entries.len() == limit)
+            .then(|| entries.last().map(|(k, _)| k.clone()))
+            .flatten();
+        let mut out = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            match codec::decode(&v, || {
+                format!("{what} {}", String::from_utf8_lossy(&k[1..]))
+            }) {
+                Ok(x) => out.push(x),
+                // A damaged record is left out of the index, not fatal.
+                Err(e) => tracing::error!(error = %e, "skipping an unreadable record"),
+            }
+        }
+        Ok((out, resume))
+    }
+
+    /// Deletes the pointer naming `fact`, if it still names this version
+    /// (a newer one may have taken it).
+    fn unpoint(&self, fact: &Fact, batch: &mut Batch) -> Result<()> {
+        let pointer = pointer_of(fact);
+        if self.read::<String>(&pointer, String::new)?.as_deref() == Some(fact.fact_id.as_str()) {
+            batch.push(Write::Delete(pointer));
+        }
+        Ok(())
+    }
+
+    fn episode_key_of(&self, ns: &str, session_id: &str) -> Result<Option<Vec<u8>>> {
+        self.engine().get(&keys::episode_of(ns, session_id))
+    }
+}
+
+impl<E: Engine> KnowledgeStore for KvStore<E> {
+    fn put_fact(
+        &self,
+        ns: &str,
+        subject: &str,
+        identity: &FactIdentity,
+        decide: &mut dyn FnMut(Option<Fact>) -> Result<FactPlan>,
+    ) -> Result<FactPlan> {
+        let _g = self.lock(ns, &subject_lock(subject));
+        let plan = decide(self.pointed_fact(ns, &pointer(ns, subject, identity))?)?;
+        if !plan.write {
+            return Ok(plan);
+        }
+        let fact = &plan.fact;
+        let mut batch = Batch::new();
+        let mut changes = 1;
+        match &plan.outcome {
+            PutOutcome::KeptClientFact | PutOutcome::Merged => {}
+            PutOutcome::Created | PutOutcome::Superseded(_) => {
+                batch.push(Write::Put(
+                    keys::subject_fact(ns, subject, &fact.fact_id),
+                    Vec::new(),
+                ));
+                batch.push(Write::Put(pointer_of(fact), codec::encode(&fact.fact_id)?));
+            }
+        }
+        if let PutOutcome::Superseded(old) = &plan.outcome {
+            batch.push(Write::Put(
+                keys::fact(ns, &old.fact_id),
+                codec::encode(old.as_ref())?,
+            ));
+            batch.push(self.changes.entry(&IndexChange::Fact {
+                namespace: ns.to_owned(),
+                fact_id: old.fact_id.clone(),
+            })?);
+            changes += 1;
+        }
+        batch.push(Write::Put(
+            keys::fact(ns, &fact.fact_id),
+            codec::encode(fact)?,
+        ));
+        batch.push(self.changes.entry(&IndexChange::Fact {
+            namespace: ns.to_owned(),
+            fact_id: fact.fact_id.clone(),
+        })?);
+        self.apply_with_changes(batch, changes)?;
+        Ok(plan)
+    }
+
+    fn get_fact(&self, ns: &str, fact_id: &str) -> Result<Fact> {
+        self.read_fact(ns, fact_id)?
+            .ok_or_else(|| fact_not_found(ns, fact_id))
+    }
+
+    fn list_facts(
+        &self,
+        ns: &str,
+        filter: &FactFilter,
+        after: Option<&str>,
+        limit: usize,
+        scan_limit: usize,
+    ) -> Result<(Vec<Fact>, Option<String>)> {
+        match &filter.subject_id {
+            Some(subject) => {
+                let start = after.map(|a| keys::subject_fact(ns, subject, a));
+                self.filtered_page(
+                    start.as_deref(),
+                    &keys::subject_facts_of(ns, subject),
+                    limit,
+                    scan_limit,
+                    |k, _| {
+                        let id = String::from_utf8_lossy(keys::last_component(k)).into_owned();
+                        // An index entry without its fact: deleted meanwhile.
+                        let fact = self.read_fact(ns, &id)?.filter(|f| filter.matches(f));
+                        Ok((id, fact))
+                    },
+                )
+            }
+            None => {
+                let start = after.map(|a| keys::fact(ns, a));
+                self.filtered_page(
+                    start.as_deref(),
+                    &keys::facts_of(ns),
+                    limit,
+                    scan_limit,
+                    |k, v| {
+                        let id = String::from_utf8_lossy(keys::last_component(k)).into_owned();
+                        let fact: Fact =
+                            codec::decode(v, || format!("fact {id} of namespace {ns}"))?;
+                        Ok((id, filter.matches(&fact).then_some(fact)))
+                    },
+                )
+            }
+        }
+    }
+
+    fn recent_facts(
+        &self,
+        ns: &str,
+        subject: &str,
+        limit: usize,
+        scan_limit: usize,
+    ) -> Result<Vec<Fact>> {
+        // Fact ids are ULIDs: the subject index read backwards is newest
+        // first.
+        let mut out = Vec::new();
+        for (k, _) in self
+            .engine()
+            .scan_rev(&keys::subject_facts_of(ns, subject), scan_limit)?
+        {
+            let id = String::from_utf8_lossy(keys::last_component(&k)).into_owned();
+            if let Some(f) = self.read_fact(ns, &id)?.filter(Fact::is_current) {
+                out.push(f);
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn revise_facts(
+        &self,
+        ns: &str,
+        subject: &str,
+        fate: &mut dyn FnMut(&Fact) -> FactFate,
+    ) -> Result<()> {
+        let _g = self.lock(ns, &subject_lock(subject));
+        let mut batch = Batch::new();
+        let mut changes = 0;
+        let mut from: Option<Vec<u8>> = None;
+        let prefix = keys::subject_facts_of(ns, subject);
+        loop {
+            let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let chunk = self.engine().scan(bound, &prefix, 1024)?;
+            let Some((last, _)) = chunk.last() else { break };
+            from = Some(last.clone());
+            for (k, _) in &chunk {
+                let id = String::from_utf8_lossy(keys::last_component(k)).into_owned();
+                let Some(fact) = self.read_fact(ns, &id)? else {
+                    continue;
+                };
+                match fate(&fact) {
+                    FactFate::Keep => continue,
+                    FactFate::Delete => {
+                        batch.push(Write::Delete(keys::fact(ns, &id)));
+                        batch.push(Write::Delete(k.clone()));
+                        self.unpoint(&fact, &mut batch)?;
+                    }
+                    FactFate::Rewrite(f) => {
+                        batch.push(Write::Put(keys::fact(ns, &id), codec::encode(&f)?));
+                    }
+                }
+                batch.push(self.changes.entry(&IndexChange::Fact {
+                    namespace: ns.to_owned(),
+                    fact_id: id,
+                })?);
+                changes += 1;
+            }
+        }
+        if changes > 0 {
+            self.apply_with_changes(batch, changes)?;
+        }
+        Ok(())
+    }
+
+    fn delete_fact(&self, ns: &str, fact_id: &str) -> Result<Fact> {
+        let peek = self.get_fact(ns, fact_id)?;
+        let subject = peek.subject_id.clone();
+        let _g = self.lock(ns, &subject_lock(&subject));
+        let fact = self.get_fact(ns, fact_id)?;
+        let mut batch: Batch = vec![
+            Write::Delete(keys::fact(ns, fact_id)),
+            Write::Delete(keys::subject_fact(ns, &subject, fact_id)),
+        ];
+        self.unpoint(&fact, &mut batch)?;
+        batch.push(self.changes.entry(&IndexChange::Fact {
+            namespace: ns.to_owned(),
+            fact_id: fact_id.to_owned(),
+        })?);
+        self.apply_with_changes(batch, 1)?;
+        Ok(fact)
+    }
+
+    fn save_episode(
+        &self,
+        ns: &str,
+        session_id: &str,
+        decide: &mut dyn FnMut(
+            &Session,
+            Option<&SessionSummary>,
+            &BTreeMap<u64, ActionStatus>,
+        ) -> Result<Option<EpisodePlan>>,
+    ) -> Result<Option<Episode>> {
+        let _g = self.lock(ns, session_id);
+        let mut session = self.read_session(ns, session_id)?;
+        let version = session.summary.version;
+        let summary = match version {
+            0 => None,
+            v => self.read_summary(ns, session_id, v)?,
+        };
+        let overrides = self.action_statuses(ns, session_id)?;
+        let Some(EpisodePlan { episode, carried }) =
+            decide(&session, summary.as_ref(), &overrides)?
+        else {
+            return Ok(None);
+        };
+        let subject = session.subject_id.clone();
+        let mut batch = Batch::new();
+        if let Some(old) = self.episode_key_of(ns, session_id)? {
+            batch.push(Write::Delete(old));
+        }
+        for (k, _) in self.engine().scan(
+            Bound::Unbounded,
+            &keys::carried_of_session(ns, &subject, session_id),
+            usize::MAX,
+        )? {
+            batch.push(Write::Delete(k));
+        }
+        let ekey = keys::episode(ns, &subject, episode.ended_at, session_id);
+        batch.push(Write::Put(ekey.clone(), codec::encode(&episode)?));
+        batch.push(Write::Put(keys::episode_of(ns, session_id), ekey));
+        for c in &carried {
+            batch.push(Write::Put(
+                keys::carried(ns, &subject, session_id, c.action_ref.action_seq),
+                codec::encode(c)?,
+            ));
+        }
+        session.episode_version = episode.summary_version;
+        batch.push(Write::Put(
+            keys::session(ns, session_id),
+            codec::encode(&session)?,
+        ));
+        batch.push(self.changes.entry(&IndexChange::Episode {
+            namespace: ns.to_owned(),
+            session_id: session_id.to_owned(),
+        })?);
+        self.apply_with_changes(batch, 1)?;
+        Ok(Some(episode))
+    }
+
+    fn get_episode(&self, ns: &str, session_id: &str) -> Result<Option<Episode>> {
+        let Some(k) = self.episode_key_of(ns, session_id)? else {
+            return Ok(None);
+        };
+        self.read(&k, || format!("episode of session {ns}/{session_id}"))
+    }
+
+    fn list_episodes(
+        &self,
+        ns: &str,
+        subject_id: &str,
+        after: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<Episode>> {
+        let start = after.map(|(t, id)| keys::episode(ns, subject_id, t, id));
+        let bound = start.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        self.engine()
+            .scan(bound, &keys::episodes_of(ns, subject_id), limit)?
+            .into_iter()
+            .map(|(_, v)| codec::decode(&v, || format!("an episode of subject {ns}/{subject_id}")))
+            .collect()
+    }
+
+    fn carried_actions(
+        &self,
+        ns: &str,
+        subject_id: &str,
+        limit: usize,
+    ) -> Result<Vec<CarriedAction>> {
+        self.engine()
+            .scan(
+                Bound::Unbounded,
+                &keys::carried_of_subject(ns, subject_id),
+                limit,
+            )?
+            .into_iter()
+            .map(|(_, v)| {
+                codec::decode(&v, || {
+                    format!("a carried action of subject {ns}/{subject_id}")
+                })
+            })
+            .collect()
+    }
+
+    fn action_statuses(&self, ns: &str, session_id: &str) -> Result<BTreeMap<u64, ActionStatus>> {
+        // Bounded by the summary's actions (one status per action).
+        let mut out = BTreeMap::new();
+        for (k, v) in self.engine().scan(
+            Bound::Unbounded,
+            &keys::action_statuses_of(ns, session_id),
+            usize::MAX,
+        )? {
+            let st: ActionStatus = codec::decode(&v, || {
+                format!("an action status of session {ns}/{session_id}")
+            })?;
+            out.insert(keys::seq_of(&k), st);
+        }
+        Ok(out)
+    }
+
+    fn set_action_status(
+        &self,
+        ns: &str,
+        action: &ActionRef,
+        status: ActionStatus,
+        decide: &mut dyn FnMut(
+            &Session,
+            Option<&SessionSummary>,
+            Option<Episode>,
+        ) -> Result<ActionPlan>,
+    ) -> Result<PendingAction> {
+        let sid = action.session_id.as_str();
+        let _g = self.lock(ns, sid);
+        let session = self.read_session(ns, sid)?;
+        let summary = match session.summary.version {
+            0 => None,
+            v => self.read_summary(ns, sid, v)?,
+        };
+        let ekey = self.episode_key_of(ns, sid)?;
+        let episode: Option<Episode> = match &ekey {
+            Some(k) => self.read(k, || format!("episode of session {ns}/{sid}"))?,
+            None => None,
+        };
+        let plan = decide(&session, summary.as_ref(), episode)?;
+        let mut batch: Batch = vec![Write::Put(
+            keys::action_status(ns, sid, action.action_seq),
+            codec::encode(&status)?,
+        )];
+        let mut changes = 0;
+        if let (Some(ekey), Some(ep)) = (ekey, &plan.episode) {
+            let ckey = keys::carried(ns, &session.subject_id, sid, action.action_seq);
+            match &plan.carried {
+                Some(c) => batch.push(Write::Put(ckey, codec::encode(c)?)),
+                None => batch.push(Write::Delete(ckey)),
+            }
+            batch.push(Write::Put(ekey, codec::encode(ep)?));
+            batch.push(self.changes.entry(&IndexChange::Episode {
+                namespace: ns.to_owned(),
+                session_id: sid.to_owned(),
+            })?);
+            changes = 1;
+        }
+        self.apply_with_changes(batch, changes)?;
+        Ok(plan.action)
+    }
+
+    fn scan_facts(&self, after: Option<&[u8]>, limit: usize) -> Result<ScanPage<Fact>> {
+        self.scan_typed(keys::FACT, after, limit, "fact")
+    }
+
+    fn scan_episodes(&self, after: Option<&[u8]>, limit: usize) -> Result<ScanPage<Episode>> {
+        self.scan_typed(keys::EPISODE, after, limit, "episode")
+    }
+}

@@ -1,0 +1,198 @@
+//! The outbox of a `KvStore`: entries keyed by an id the store assigns,
+//! written in the same batch as the change they announce; one durable
+//! cursor per consumer; entries every known consumer has passed are pruned.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::engine::{Batch, Engine, Write};
+use super::{codec, keys, KvStore, Outbox, OutboxPage};
+use crate::error::{Error, Result};
+use crate::model::{now_nanos, IndexChange};
+
+/// Entries removed per batch when pruning.
+const PRUNE_CHUNK: usize = 4096;
+
+/// Outbox ids and what each consumer has left to read.
+#[derive(Debug, Default)]
+pub(super) struct ChangeLog {
+    next: AtomicU64,
+    /// Entries stored (not yet pruned).
+    stored: AtomicU64,
+    /// Consumer -> (cursor, entries after it).
+    consumers: Mutex<HashMap<String, (u64, u64)>>,
+}
+
+fn decode_cursor(v: &[u8], consumer: &str) -> Result<u64> {
+    codec::decode(v, || format!("outbox cursor of {consumer:?}"))
+}
+
+impl ChangeLog {
+    /// Picks up after what `engine` holds: the newest entry, the cursors.
+    pub(super) fn recover(engine: &dyn Engine) -> Result<ChangeLog> {
+        let log = ChangeLog::default();
+        let mut ids = Vec::new();
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let chunk = engine.scan(bound, &[keys::CHANGE], PRUNE_CHUNK)?;
+            let Some((k, _)) = chunk.last() else { break };
+            from = Some(k.clone());
+            ids.extend(chunk.iter().map(|(k, _)| keys::seq_of(k)));
+        }
+        let mut top = ids.last().copied().unwrap_or(0);
+        let mut consumers = HashMap::new();
+        for (k, v) in engine.scan(Bound::Unbounded, &[keys::CURSOR], usize::MAX)? {
+            let name = String::from_utf8_lossy(&k[1..]).into_owned();
+            let cursor = decode_cursor(&v, &name)?;
+            top = top.max(cursor);
+            let after = ids.iter().filter(|&&id| id > cursor).count() as u64;
+            consumers.insert(name, (cursor, after));
+        }
+        log.stored.store(ids.len() as u64, Ordering::Relaxed);
+        *log.consumers.lock().unwrap_or_else(|p| p.into_inner()) = consumers;
+        // Ids follow the clock so they stay unique and increasing across
+        // restarts even if the outbox was emptied; never below what is
+        // stored or what a cursor has passed.
+        log.next
+            .store(top.max(now_nanos() as u64) + 1, Ordering::Relaxed);
+        Ok(log)
+    }
+
+    /// A new outbox entry's write (counted once its batch is applied, by
+    /// `committed`).
+    pub(super) fn entry(&self, change: &IndexChange) -> Result<Write> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        Ok(Write::Put(keys::change(id), codec::encode(change)?))
+    }
+
+    /// Counts `n` entries whose batch was applied.
+    pub(super) fn committed(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.stored.fetch_add(n, Ordering::Relaxed);
+        for (_, after) in self
+            .consumers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values_mut()
+        {
+            *after += n;
+        }
+    }
+
+    /// The cursor of `consumer`; a new consumer starts before every
+    /// stored entry.
+    fn cursor(&self, consumer: &str) -> u64 {
+        let mut c = self.consumers.lock().unwrap_or_else(|p| p.into_inner());
+        let stored = self.stored.load(Ordering::Relaxed);
+        c.entry(consumer.to_owned()).or_insert((0, stored)).0
+    }
+}
+
+impl<E: Engine> Outbox for KvStore<E> {
+    fn read_outbox(&self, consumer: &str, limit: usize) -> Result<OutboxPage> {
+        let cursor = self.changes.cursor(consumer);
+        let start = keys::change(cursor);
+        let mut out = OutboxPage::default();
+        for (k, v) in self
+            .engine()
+            .scan(Bound::Excluded(&start), &[keys::CHANGE], limit)?
+        {
+            let id = keys::seq_of(&k);
+            out.through = id;
+            match codec::decode(&v, || format!("search outbox entry {id}")) {
+                Ok(c) => out.entries.push((id, c)),
+                // A damaged entry cannot be applied; the consumer passes
+                // it, and a rebuild (`mnemo reindex`) covers what it named.
+                Err(e) => tracing::error!(error = %e, "skipping an unreadable outbox entry"),
+            }
+        }
+        Ok(out)
+    }
+
+    fn advance_outbox(&self, consumer: &str, through: u64) -> Result<()> {
+        let old = self.changes.cursor(consumer);
+        if through <= old {
+            return Ok(());
+        }
+        // Entries passed now (what the consumer just read, normally).
+        let mut passed = 0u64;
+        let mut from = keys::change(old);
+        loop {
+            let chunk = self
+                .engine()
+                .scan(Bound::Excluded(&from), &[keys::CHANGE], PRUNE_CHUNK)?;
+            let full = chunk.len() == PRUNE_CHUNK;
+            let mut last = None;
+            for (k, _) in chunk {
+                if keys::seq_of(&k) > through {
+                    last = None;
+                    break;
+                }
+                passed += 1;
+                last = Some(k);
+            }
+            match last {
+                Some(k) if full => from = k,
+                _ => break,
+            }
+        }
+        self.engine().apply(vec![Write::Put(
+            keys::cursor(consumer),
+            codec::encode(&through)?,
+        )])?;
+        let lowest = {
+            let mut c = self
+                .changes
+                .consumers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(e) = c.get_mut(consumer) {
+                *e = (through.max(e.0), e.1.saturating_sub(passed));
+            }
+            c.values().map(|(cursor, _)| *cursor).min().unwrap_or(0)
+        };
+        // Prune what every consumer has passed, in bounded batches.
+        loop {
+            let chunk = self
+                .engine()
+                .scan(Bound::Unbounded, &[keys::CHANGE], PRUNE_CHUNK)?;
+            let batch: Batch = chunk
+                .into_iter()
+                .take_while(|(k, _)| keys::seq_of(k) <= lowest)
+                .map(|(k, _)| Write::Delete(k))
+                .collect();
+            if batch.is_empty() {
+                break;
+            }
+            let n = batch.len() as u64;
+            self.engine().apply(batch)?;
+            let _ = self
+                .changes
+                .stored
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                    Some(s.saturating_sub(n))
+                });
+            if n < PRUNE_CHUNK as u64 {
+                break;
+            }
+        }
+        self.durable()
+    }
+
+    fn outbox_backlog(&self, consumer: &str) -> Result<u64> {
+        self.changes.cursor(consumer);
+        let c = self
+            .changes
+            .consumers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        c.get(consumer)
+            .map(|(_, after)| *after)
+            .ok_or_else(|| Error::Internal(format!("outbox consumer {consumer:?} vanished")))
+    }
+}
