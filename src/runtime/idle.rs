@@ -1,110 +1,82 @@
-//! Idle timeouts. Each ACTIVE session has a deadline, `last_active_at +
-//! idle_timeout_seconds`, taken from its stored record; this tracker keeps
-//! the deadlines in order so one sweeper task sleeps until the earliest.
-//! The store stays the source of truth: the sweeper re-reads a session
-//! before idling it, and the tracker is rebuilt from stored records at
-//! start, so a daemon restarted after a deadline still idles the session.
+//! Idle timeouts. Each ACTIVE session's deadline, `last_active_at +
+//! idle_timeout_seconds`, is marked in the store's claims (kind `Idle`,
+//! due at the deadline); one sweeper task sleeps until the next one is due,
+//! claims what is due under a lease and asks the domain to idle each
+//! session. The store stays the source of truth: the domain re-reads a
+//! session before idling it (one touched since gets its new deadline), and
+//! the marks are rebuilt from stored records at start, so a daemon
+//! restarted after a deadline still idles the session.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use std::sync::{Arc, Weak};
-
 use crate::memory::{Event, Memory, Notifier};
-use crate::model::{now_nanos, Session, SessionState, UnixNanos};
+use crate::model::{now_nanos, Session, SessionState};
+use crate::store::{Store, WorkKind};
 
-type Key = (String, String);
+/// Sessions idled per sweep before the sweeper yields.
+const IDLE_SWEEP_BATCH: usize = 256;
+/// How long a claimed idle check stays leased to the sweeper.
+const LEASE: Duration = Duration::from_secs(60);
+/// Longest sleep between looks.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
 
-#[derive(Default)]
-struct Inner {
-    by_deadline: BTreeSet<(UnixNanos, Key)>,
-    deadline_of: HashMap<Key, UnixNanos>,
-}
-
-/// Deadlines of ACTIVE sessions, earliest first. Memory: one entry per
-/// ACTIVE session.
-#[derive(Default)]
-pub struct IdleTracker {
-    inner: Mutex<Inner>,
-    /// Wakes the sweeper when an earlier deadline arrives.
+/// Keeps the idle marks in step with the sessions, and wakes the sweeper
+/// when an earlier deadline arrives.
+pub struct IdleMarks {
+    store: Arc<dyn Store>,
+    /// Wakes the sweeper.
     pub wake: Notify,
 }
 
-impl IdleTracker {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+impl IdleMarks {
+    /// Marks over `store`.
+    pub fn new(store: Arc<dyn Store>) -> IdleMarks {
+        IdleMarks {
+            store,
+            wake: Notify::new(),
+        }
     }
 
-    /// Records the session's current deadline (or forgets it when the
-    /// session is not ACTIVE).
+    /// Marks the session's current deadline (or forgets it when the session
+    /// is not ACTIVE).
     pub fn track(&self, s: &Session) {
-        let key = (s.namespace.clone(), s.session_id.clone());
-        let mut inner = self.lock();
-        if let Some(old) = inner.deadline_of.remove(&key) {
-            inner.by_deadline.remove(&(old, key.clone()));
-        }
-        if s.state != SessionState::Active {
-            return;
-        }
-        let deadline = s.idle_deadline();
-        let earliest = inner.by_deadline.first().is_none_or(|(d, _)| deadline < *d);
-        inner.deadline_of.insert(key.clone(), deadline);
-        inner.by_deadline.insert((deadline, key));
-        drop(inner);
-        if earliest {
-            self.wake.notify_one();
-        }
-    }
-
-    /// Forgets a session (deleted).
-    pub fn forget(&self, ns: &str, session_id: &str) {
-        let key = (ns.to_owned(), session_id.to_owned());
-        let mut inner = self.lock();
-        if let Some(old) = inner.deadline_of.remove(&key) {
-            inner.by_deadline.remove(&(old, key));
-        }
-    }
-
-    /// Removes and returns the sessions whose deadline is at or before
-    /// `now`, at most `limit`.
-    pub fn take_due(&self, now: UnixNanos, limit: usize) -> Vec<Key> {
-        let mut inner = self.lock();
-        let mut out = Vec::new();
-        while out.len() < limit {
-            match inner.by_deadline.first() {
-                Some((d, _)) if *d <= now => {}
-                _ => break,
+        let (ns, id) = (&s.namespace, &s.session_id);
+        let result = if s.state == SessionState::Active {
+            let deadline = s.idle_deadline();
+            let earlier = self
+                .store
+                .next_due(WorkKind::Idle)
+                .map_or(true, |next| next.is_none_or(|n| deadline < n));
+            let marked = self
+                .store
+                .mark_due(WorkKind::Idle, ns, id, deadline, None);
+            if earlier {
+                self.wake.notify_one();
             }
-            if let Some((_, key)) = inner.by_deadline.pop_first() {
-                inner.deadline_of.remove(&key);
-                out.push(key);
-            }
+            marked
+        } else {
+            self.store.cancel_due(WorkKind::Idle, ns, id)
+        };
+        if let Err(e) = result {
+            tracing::error!(namespace = %ns, session_id = %id, error = %e, "tracking an idle deadline failed");
         }
-        out
     }
 
-    /// The earliest deadline, if any session is tracked.
-    pub fn next_deadline(&self) -> Option<UnixNanos> {
-        self.lock().by_deadline.first().map(|(d, _)| *d)
-    }
-
-    /// Sessions tracked.
+    /// Sessions with a deadline marked.
     pub fn len(&self) -> usize {
-        self.lock().deadline_of.len()
+        self.store.due_count(WorkKind::Idle).unwrap_or(0) as usize
     }
 
-    /// Whether no session is tracked.
+    /// Whether no deadline is marked.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
 
-/// Sessions idled per sweep before the sweeper yields.
-const IDLE_SWEEP_BATCH: usize = 256;
-
-impl Notifier for IdleTracker {
+impl Notifier for IdleMarks {
     fn notify(&self, event: &Event<'_>) {
         match event {
             Event::Created { session }
@@ -113,33 +85,52 @@ impl Notifier for IdleTracker {
             Event::Deleted {
                 namespace,
                 session_id,
-            } => self.forget(namespace, session_id),
+            } => {
+                let _ = self.store.cancel_due(WorkKind::Idle, namespace, session_id);
+            }
             _ => {}
         }
     }
 }
 
-/// The idle sweeper: sleeps until the earliest tracked deadline (or a
-/// minute, or an earlier deadline arriving), then asks the domain to idle
-/// what is due. Ends when the memory is dropped or the task is aborted.
-pub async fn sweep(memory: Weak<Memory>, idle: Arc<IdleTracker>) {
+/// The idle sweeper: sleeps until the next deadline (at most a minute, or
+/// less when an earlier one arrives), then claims what is due and asks the
+/// domain to idle it. Ends when the memory is dropped or the task aborted.
+pub async fn sweep(memory: Weak<Memory>, marks: Arc<IdleMarks>) {
     loop {
-        let now = now_nanos();
-        let due = idle.take_due(now, IDLE_SWEEP_BATCH);
-        let more = due.len() == IDLE_SWEEP_BATCH;
-        if !due.is_empty() {
+        let claims = marks
+            .store
+            .claim_due(
+                WorkKind::Idle,
+                now_nanos(),
+                LEASE.as_nanos() as i64,
+                IDLE_SWEEP_BATCH,
+            )
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "claiming idle deadlines failed");
+                Vec::new()
+            });
+        let more = claims.len() == IDLE_SWEEP_BATCH;
+        if !claims.is_empty() {
             let Some(memory) = memory.upgrade() else {
                 return;
             };
-            for (ns, id) in due {
-                match memory.idle_session(&ns, &id).await {
-                    // Touched since: track its new deadline. (Idled ones
-                    // are tracked through the event.)
-                    Ok(Some(s)) => idle.track(&s),
-                    Ok(None) => {}
+            for claim in claims {
+                let (ns, id) = (&claim.namespace, &claim.session_id);
+                match memory.idle_session(ns, id).await {
+                    // Touched since: its new deadline is marked before the
+                    // claim ends, so it stays. (Idled ones are unmarked
+                    // through the event.)
+                    Ok(Some(s)) => marks.track(&s),
+                    Ok(None) => {
+                        let _ = marks.store.cancel_due(WorkKind::Idle, ns, id);
+                    }
                     Err(e) => {
                         tracing::error!(namespace = %ns, session_id = %id, error = %e, "idling a session failed");
                     }
+                }
+                if let Err(e) = marks.store.complete_claim(&claim) {
+                    tracing::warn!(namespace = %ns, session_id = %id, error = %e, "idle claim lost");
                 }
             }
         }
@@ -147,52 +138,19 @@ pub async fn sweep(memory: Weak<Memory>, idle: Arc<IdleTracker>) {
             tokio::task::yield_now().await;
             continue;
         }
-        let wait_ns = idle.next_deadline().map_or(60_000_000_000, |d| {
-            d.saturating_sub(now_nanos())
-                .clamp(1_000_000, 60_000_000_000)
-        });
-        let wait = std::time::Duration::from_nanos(wait_ns as u64);
+        let wait = match marks.store.next_due(WorkKind::Idle) {
+            Ok(Some(at)) => Duration::from_nanos(
+                at.saturating_sub(now_nanos())
+                    .clamp(1_000_000, MAX_SLEEP.as_nanos() as i64) as u64,
+            ),
+            _ => MAX_SLEEP,
+        };
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = idle.wake.notified() => {}
+            () = marks.wake.notified() => {}
         }
         if memory.strong_count() == 0 {
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::SessionSettings;
-
-    fn session(id: &str, last_active: UnixNanos, timeout_s: u32) -> Session {
-        let settings = SessionSettings {
-            idle_timeout_seconds: timeout_s,
-            ..Default::default()
-        };
-        let mut s = Session::new("ns", id, settings, last_active);
-        s.last_active_at = last_active;
-        s
-    }
-
-    #[test]
-    fn deadlines_come_out_in_order_and_track_replaces() {
-        let t = IdleTracker::default();
-        let sec = 1_000_000_000;
-        t.track(&session("a", 0, 10));
-        t.track(&session("b", 0, 5));
-        t.track(&session("c", 0, 20));
-        assert_eq!(t.next_deadline(), Some(5 * sec));
-        // An append to b moves its deadline.
-        t.track(&session("b", 30 * sec, 5));
-        assert_eq!(t.take_due(12 * sec, 10), vec![("ns".into(), "a".into())]);
-        assert_eq!(t.take_due(30 * sec, 10), vec![("ns".into(), "c".into())]);
-        let mut closed = session("b", 0, 5);
-        closed.state = SessionState::Closed;
-        t.track(&closed);
-        assert!(t.is_empty());
-        assert_eq!(t.take_due(i64::MAX, 10), Vec::<Key>::new());
     }
 }

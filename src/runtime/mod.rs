@@ -1,7 +1,8 @@
 //! Per-process machinery around the domain, each part behind a small port
-//! so a shared database can take its place later: the summary scheduler
-//! (a bounded queue and one worker), the idle sweeper, watch streams and
-//! the search indexer (an outbox consumer with its own cursor). They hear
+//! so a shared database can take its place later: the summary worker and
+//! the idle sweeper (claims with leases, `store::Claims`), watch streams
+//! (woken by the domain's `Notifier`) and the search indexer (an outbox
+//! consumer with its own cursor). They hear
 //! of durable changes through the [`Bus`], the domain's `Notifier`, and
 //! act through the domain (`Memory`) or the store's ports, never below.
 //!
@@ -15,7 +16,7 @@ pub mod watch;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use self::idle::IdleTracker;
+use self::idle::IdleMarks;
 use self::indexer::Indexer;
 use self::scheduler::Scheduler;
 use self::watch::WatchHub;
@@ -84,7 +85,7 @@ pub struct Runtime {
     bus: Arc<Bus>,
     summaries: Arc<Scheduler>,
     hub: Arc<WatchHub>,
-    idle: Arc<IdleTracker>,
+    idle: Arc<IdleMarks>,
     indexer: Arc<Indexer>,
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -143,7 +144,7 @@ impl Runtime {
             limits.watch_buffer,
             limits.max_watches_per_namespace,
         ));
-        let idle = Arc::new(IdleTracker::default());
+        let idle = Arc::new(IdleMarks::new(memory.store().clone()));
         let scheduler = Arc::new(Scheduler::start(memory.clone(), summaries));
         bus.subscribe(hub.clone());
         bus.subscribe(idle.clone());
@@ -213,7 +214,7 @@ impl Runtime {
         &self.indexer
     }
 
-    /// Sessions waiting for their idle deadline.
+    /// Sessions with an idle deadline marked.
     pub fn idle_tracked(&self) -> usize {
         self.idle.len()
     }

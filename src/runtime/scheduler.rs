@@ -1,35 +1,47 @@
-//! The running-summary scheduler: a bounded queue of sessions to summarize
-//! and one worker task that runs each attempt through the domain's one
-//! summary pipeline (`Memory::summarize_session`, durable on return).
+//! The running-summary scheduler: sessions with a summary due are marked in
+//! the store's claims (`Claims`, kind `Summary`), and one worker task claims
+//! them under a lease and runs each through the domain's one summary
+//! pipeline (`Memory::summarize_session`, durable on return), then
+//! completes the claim. Client requests (Summarize with `wait`) come
+//! through a bounded channel and go first.
 //!
-//! Automatic triggers never block the request path: when the queue is full
-//! the attempt is deferred (counted) and re-derived on the session's next
-//! append, and at start the runtime rescans stored sessions, so work is
-//! never forgotten because the daemon stopped. Which trigger is due is the
-//! domain's rule (`memory::summary::due`); when to run it is this file's.
+//! Automatic triggers never block the request path: marking is a note in
+//! the claims table; when the table holds `queue` items, new work is
+//! deferred (counted) and re-derived on the session's next append. At
+//! start the runtime rescans stored sessions, so work is never forgotten
+//! because the daemon stopped. Which trigger is due is the domain's rule
+//! (`memory::summary::due`); when to run it is this file's.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
 use crate::config::SummaryConfig;
 use crate::error::{Error, Result};
 use crate::memory::summary::{self as pipeline, Attempt};
 use crate::memory::{Event, Memory, Notifier};
-use crate::model::{Session, SessionState, Trigger};
+use crate::model::{now_nanos, Session, SessionState, Trigger};
+use crate::store::{Claim, Store, WorkKind};
 
 type Reply = oneshot::Sender<Result<Attempt>>;
 
+/// A client's request.
 struct Job {
     namespace: String,
     session_id: String,
-    trigger: Trigger,
-    /// Set for client requests, which also ignore earlier refusals.
-    reply: Option<Reply>,
+    reply: Reply,
 }
+
+/// How long a claimed summary stays leased to the worker (a lease that
+/// runs out is taken over, e.g. after a worker task died).
+const LEASE: Duration = Duration::from_secs(300);
+/// Claims taken per look at the table.
+const CLAIM_BATCH: usize = 16;
+/// Longest sleep between looks when nothing wakes the worker.
+const IDLE_POLL: Duration = Duration::from_secs(1);
 
 /// Counters of the scheduler.
 #[derive(Debug, Default)]
@@ -48,8 +60,8 @@ pub struct SchedulerStats {
 pub struct Scheduler {
     tx: Mutex<Option<mpsc::Sender<Job>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
-    /// Sessions queued for an automatic attempt (deduplication).
-    queued: Arc<Mutex<HashSet<(String, String)>>>,
+    store: Arc<dyn Store>,
+    wake: Arc<Notify>,
     stats: Arc<SchedulerStats>,
     config: SummaryConfig,
 }
@@ -58,20 +70,24 @@ impl Scheduler {
     /// Starts the worker. Must be called inside a tokio runtime.
     pub fn start(memory: Arc<Memory>, config: SummaryConfig) -> Scheduler {
         let (tx, rx) = mpsc::channel(config.queue);
-        let queued = Arc::new(Mutex::new(HashSet::new()));
         let stats = Arc::new(SchedulerStats::default());
-        let worker = tokio::spawn(work(
-            rx,
-            tx.downgrade(),
-            memory,
-            queued.clone(),
-            stats.clone(),
-            config.clone(),
-        ));
+        let wake = Arc::new(Notify::new());
+        let store = memory.store().clone();
+        let worker = tokio::spawn(
+            Worker {
+                memory,
+                store: store.clone(),
+                wake: wake.clone(),
+                stats: stats.clone(),
+                config: config.clone(),
+            }
+            .run(rx),
+        );
         Scheduler {
             tx: Mutex::new(Some(tx)),
             worker: Mutex::new(Some(worker)),
-            queued,
+            store,
+            wake,
             stats,
             config,
         }
@@ -82,9 +98,9 @@ impl Scheduler {
         &self.config
     }
 
-    /// Sessions queued for an automatic attempt now.
+    /// Sessions with an automatic attempt due or running now.
     pub fn queued(&self) -> usize {
-        self.queued.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.store.due_count(WorkKind::Summary).unwrap_or(0) as usize
     }
 
     /// The scheduler's counters.
@@ -92,13 +108,9 @@ impl Scheduler {
         self.stats.clone()
     }
 
-    fn sender(&self) -> Option<mpsc::Sender<Job>> {
-        self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Queues an automatic attempt if one is due for `session` (or if
-    /// `trigger` is given, e.g. CLOSE). Never waits. Returns whether an
-    /// attempt for the session is now queued.
+    /// Marks an automatic attempt due if one is (or if `trigger` is given,
+    /// e.g. CLOSE). Never waits. Returns whether an attempt for the session
+    /// is now due.
     pub fn maybe_schedule(&self, session: &Session, trigger: Option<Trigger>) -> bool {
         let trigger = match trigger {
             Some(t) if session.next_seq - 1 > session.summary.through_seq => t,
@@ -111,22 +123,23 @@ impl Scheduler {
                 None => return false,
             },
         };
-        let key = (session.namespace.clone(), session.session_id.clone());
-        enqueue(self.sender(), &self.queued, &self.stats, key, trigger)
+        mark(&*self.store, &self.wake, &self.stats, &self.config, session, trigger)
     }
 
-    /// Runs an attempt for a client and waits for its result (queued behind
-    /// earlier work).
+    /// Runs an attempt for a client and waits for its result (before
+    /// automatic work).
     pub async fn request(&self, ns: &str, session_id: &str) -> Result<Attempt> {
         let (tx, rx) = oneshot::channel();
         let job = Job {
             namespace: ns.to_owned(),
             session_id: session_id.to_owned(),
-            trigger: Trigger::Requested,
-            reply: Some(tx),
+            reply: tx,
         };
         let sender = self
-            .sender()
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
             .ok_or_else(|| Error::Internal("the summary worker has stopped".into()))?;
         sender.try_send(job).map_err(|_| {
             Error::ResourceExhausted("the summary queue is full; retry shortly".into())
@@ -135,9 +148,11 @@ impl Scheduler {
             .map_err(|_| Error::Internal("the summary worker dropped a request".into()))?
     }
 
-    /// Stops taking work, finishes what is queued and waits for the worker.
+    /// Stops taking requests, finishes the work due now and waits for the
+    /// worker.
     pub async fn shutdown(&self) {
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.wake.notify_one();
         let worker = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(w) = worker {
             if let Err(e) = w.await {
@@ -147,95 +162,163 @@ impl Scheduler {
     }
 }
 
-async fn work(
-    mut rx: mpsc::Receiver<Job>,
-    requeue: mpsc::WeakSender<Job>,
+/// Marks a session's summary due, unless the table is full (then the
+/// attempt is deferred and counted: the next append derives it again).
+fn mark(
+    store: &dyn Store,
+    wake: &Notify,
+    stats: &SchedulerStats,
+    config: &SummaryConfig,
+    session: &Session,
+    trigger: Trigger,
+) -> bool {
+    let full = store
+        .due_count(WorkKind::Summary)
+        .is_ok_and(|n| n >= config.queue as u64);
+    let marked = !full
+        && store
+            .mark_due(
+                WorkKind::Summary,
+                &session.namespace,
+                &session.session_id,
+                now_nanos(),
+                Some(trigger),
+            )
+            .is_ok();
+    if marked {
+        wake.notify_one();
+    } else {
+        stats.deferred.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(namespace = %session.namespace, session_id = %session.session_id, "summary queue full; summary deferred");
+    }
+    marked
+}
+
+/// The worker task's state.
+struct Worker {
     memory: Arc<Memory>,
-    queued: Arc<Mutex<HashSet<(String, String)>>>,
+    store: Arc<dyn Store>,
+    wake: Arc<Notify>,
     stats: Arc<SchedulerStats>,
     config: SummaryConfig,
-) {
-    while let Some(job) = rx.recv().await {
-        // An automatic job stays marked as queued while it runs, so appends
-        // meanwhile do not queue a second, tiny attempt; what they make due
-        // is re-checked when this one ends.
-        let key = (job.namespace.clone(), job.session_id.clone());
-        let automatic = job.reply.is_none();
-        let force = job.reply.is_some();
-        let result = memory
-            .summarize_session(&key.0, &key.1, job.trigger, force)
+}
+
+impl Worker {
+    async fn run(self, mut rx: mpsc::Receiver<Job>) {
+        let mut open = true;
+        loop {
+            if open {
+                match rx.try_recv() {
+                    Ok(job) => {
+                        self.serve(job).await;
+                        continue;
+                    }
+                    Err(mpsc::error::TryRecvError::Disconnected) => open = false,
+                    Err(mpsc::error::TryRecvError::Empty) => {}
+                }
+            }
+            let claims = self
+                .store
+                .claim_due(
+                    WorkKind::Summary,
+                    now_nanos(),
+                    LEASE.as_nanos() as i64,
+                    CLAIM_BATCH,
+                )
+                .unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "claiming due summaries failed");
+                    Vec::new()
+                });
+            if claims.is_empty() {
+                // At shutdown: what was due now is done.
+                if !open {
+                    return;
+                }
+                let sleep = tokio::time::sleep(self.until_next());
+                tokio::select! {
+                    job = rx.recv() => match job {
+                        Some(job) => self.serve(job).await,
+                        None => open = false,
+                    },
+                    () = self.wake.notified() => {}
+                    () = sleep => {}
+                }
+                continue;
+            }
+            for claim in claims {
+                self.automatic(claim).await;
+            }
+        }
+    }
+
+    /// How long until the next claim can be taken (bounded).
+    fn until_next(&self) -> Duration {
+        match self.store.next_due(WorkKind::Summary) {
+            Ok(Some(at)) => {
+                Duration::from_nanos(at.saturating_sub(now_nanos()).max(1_000_000) as u64)
+                    .min(IDLE_POLL)
+            }
+            _ => IDLE_POLL,
+        }
+    }
+
+    async fn serve(&self, job: Job) {
+        let result = self
+            .memory
+            .summarize_session(&job.namespace, &job.session_id, Trigger::Requested, true)
             .await;
-        match &result {
+        self.count(&job.namespace, &job.session_id, &result);
+        let _ = job.reply.send(result);
+    }
+
+    async fn automatic(&self, claim: Claim) {
+        let (ns, id) = (&claim.namespace, &claim.session_id);
+        let trigger = claim.trigger.unwrap_or(Trigger::EveryNTurns);
+        let result = self.memory.summarize_session(ns, id, trigger, false).await;
+        self.count(ns, id, &result);
+        if let Err(e) = self.store.complete_claim(&claim) {
+            tracing::warn!(namespace = %ns, session_id = %id, error = %e, "summary claim lost");
+        }
+        // Appends during the attempt kept the session marked; whether it is
+        // still due is decided on the session as it is now, so they do not
+        // cause a second, tiny attempt.
+        if let Ok(session) = self.memory.get_session(ns, id).await {
+            match pipeline::due(&session, &self.config) {
+                Some(trigger) => {
+                    mark(
+                        &*self.store,
+                        &self.wake,
+                        &self.stats,
+                        &self.config,
+                        &session,
+                        trigger,
+                    );
+                }
+                None => {
+                    let _ = self.store.cancel_due(WorkKind::Summary, ns, id);
+                }
+            }
+        }
+    }
+
+    fn count(&self, ns: &str, id: &str, result: &Result<Attempt>) {
+        match result {
             Ok(Attempt::Stored(s)) => {
-                stats.written.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(namespace = %key.0, session_id = %key.1, version = s.version, through = s.covers_through_seq, "summary written");
+                self.stats.written.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(namespace = %ns, session_id = %id, version = s.version, through = s.covers_through_seq, "summary written");
             }
             Ok(Attempt::Refused(_)) => {
-                stats.refused.fetch_add(1, Ordering::Relaxed);
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
             }
             Ok(Attempt::Unchanged) => {}
             // A deleted session needs no summary.
             Err(Error::NotFound(_)) => {}
             Err(e) => {
-                stats.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(namespace = %key.0, session_id = %key.1, error = %e, "summary failed");
-            }
-        }
-        if let Some(reply) = job.reply {
-            let _ = reply.send(result);
-        }
-        if automatic {
-            queued
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
-            let session = memory.get_session(&key.0, &key.1).await;
-            if let Ok(session) = session {
-                if let Some(trigger) = pipeline::due(&session, &config) {
-                    // A closed scheduler (shutdown) takes no new work.
-                    if let Some(tx) = requeue.upgrade() {
-                        enqueue(Some(tx), &queued, &stats, key, trigger);
-                    }
-                }
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(namespace = %ns, session_id = %id, error = %e, "summary failed");
             }
         }
     }
-}
-
-/// Queues an automatic job unless one for the session is already queued.
-/// When the queue is full (or closed) the job is deferred and counted: the
-/// session's next append derives it again. Returns whether a job for the
-/// session is now queued.
-fn enqueue(
-    tx: Option<mpsc::Sender<Job>>,
-    queued: &Mutex<HashSet<(String, String)>>,
-    stats: &SchedulerStats,
-    key: (String, String),
-    trigger: Trigger,
-) -> bool {
-    if !queued
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key.clone())
-    {
-        return true; // already queued; that attempt will see these turns
-    }
-    let job = Job {
-        namespace: key.0.clone(),
-        session_id: key.1.clone(),
-        trigger,
-        reply: None,
-    };
-    if matches!(tx.map(|tx| tx.try_send(job)), Some(Ok(()))) {
-        return true;
-    }
-    queued
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&key);
-    stats.deferred.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(namespace = %key.0, session_id = %key.1, "summary queue full; summary deferred");
-    false
 }
 
 impl Notifier for Scheduler {
@@ -250,6 +333,14 @@ impl Notifier for Scheduler {
                     _ => Trigger::Close,
                 };
                 self.maybe_schedule(session, Some(trigger));
+            }
+            Event::Deleted {
+                namespace,
+                session_id,
+            } => {
+                let _ = self
+                    .store
+                    .cancel_due(WorkKind::Summary, namespace, session_id);
             }
             _ => {}
         }

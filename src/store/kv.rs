@@ -10,6 +10,7 @@ use std::hash::{Hash, Hasher};
 use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard};
 
+use super::claims::ClaimTable;
 use super::commit::{self, GroupCommit};
 use super::engine::{Batch, Engine, MemoryEngine, SledEngine, Write};
 use super::outbox::ChangeLog;
@@ -36,6 +37,8 @@ pub struct KvStore<E: Engine> {
     pub(super) changes: ChangeLog,
     /// Batches the syncs of concurrent writers.
     commit: GroupCommit,
+    /// Due background work and its leases.
+    pub(super) claims: ClaimTable,
 }
 
 /// The durable default: a `KvStore` on sled.
@@ -75,6 +78,7 @@ impl<E: Engine> KvStore<E> {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             changes,
             commit: GroupCommit::new(),
+            claims: ClaimTable::default(),
         }
     }
 

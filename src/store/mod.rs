@@ -13,6 +13,7 @@
 //!
 //! Imports only `model`, the error type and configuration values.
 
+mod claims;
 pub mod codec;
 pub mod commit;
 pub mod dump;
@@ -30,7 +31,7 @@ use crate::error::Result;
 use crate::model::{
     ActionRef, ActionStatus, AppendOutcome, AuditRecord, CarriedAction, Episode, Fact, FactFilter,
     FactIdentity, FactPlan, FoldRecord, IdempotencyRecord, IndexChange, PendingAction, ReviewItem, Session,
-    SessionFilter, SessionState, SessionSummary, Turn,
+    SessionFilter, SessionState, SessionSummary, Trigger, Turn, UnixNanos,
 };
 
 /// One page of sessions from [`SessionStore::list_sessions`].
@@ -413,8 +414,77 @@ pub struct OutboxPage {
     pub through: u64,
 }
 
+/// Kinds of background work on a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkKind {
+    /// A summary is due.
+    Summary,
+    /// The session's idle deadline is to be checked.
+    Idle,
+}
+
+/// Due work on a session, leased to one worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// What kind of work.
+    pub kind: WorkKind,
+    /// Namespace.
+    pub namespace: String,
+    /// Session.
+    pub session_id: String,
+    /// For a summary: the trigger it was marked with.
+    pub trigger: Option<Trigger>,
+    /// The lease's token: completion is fenced by it.
+    pub token: u64,
+}
+
+/// Background work by claims with leases: what is due on which session,
+/// and which worker holds it. Each item is held by one worker at a time;
+/// an expired lease can be taken over; completing a claim whose lease was
+/// lost is refused, so a stalled worker cannot finish work someone else
+/// took. No leader is elected: every worker claims.
+pub trait Claims {
+    /// Marks work due at `due_at` (replacing an earlier mark's time). Work
+    /// marked while leased stays due after its claim completes.
+    fn mark_due(
+        &self,
+        kind: WorkKind,
+        ns: &str,
+        session_id: &str,
+        due_at: UnixNanos,
+        trigger: Option<Trigger>,
+    ) -> Result<()>;
+
+    /// Forgets a session's due work of `kind` (a lease held on it is lost).
+    fn cancel_due(&self, kind: WorkKind, ns: &str, session_id: &str) -> Result<()>;
+
+    /// Claims at most `limit` items of `kind` due by `now` that nobody
+    /// holds (or whose lease expired), leasing them until
+    /// `now + lease_nanos`.
+    fn claim_due(
+        &self,
+        kind: WorkKind,
+        now: UnixNanos,
+        lease_nanos: i64,
+        limit: usize,
+    ) -> Result<Vec<Claim>>;
+
+    /// Ends a claim: the item is done unless it was marked due again
+    /// meanwhile. `Aborted` when the claim's lease was lost.
+    fn complete_claim(&self, claim: &Claim) -> Result<()>;
+
+    /// When the next item of `kind` becomes claimable (due, or its lease
+    /// expires), if any.
+    fn next_due(&self, kind: WorkKind) -> Result<Option<UnixNanos>>;
+
+    /// Items of `kind`, held or not.
+    fn due_count(&self, kind: WorkKind) -> Result<u64>;
+}
+
 /// Every port, as one object the domain holds.
-pub trait Store: SessionStore + SummaryStore + KnowledgeStore + Outbox + Send + Sync + 'static {
+pub trait Store:
+    SessionStore + SummaryStore + KnowledgeStore + Outbox + Claims + Send + Sync + 'static
+{
     /// Syncs done and writes acknowledged (group-commit counters).
     fn sync_stats(&self) -> std::sync::Arc<commit::Stats>;
 
