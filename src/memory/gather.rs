@@ -76,12 +76,8 @@ pub(super) fn gather(
     req: &BundleRequest,
 ) -> Result<Inputs> {
     // The summary first, then the session: the summary then never covers
-    // a turn the session snapshot does not have.
-    let mut summary = match store.get_summary(ns, session_id, 0) {
-        Ok(s) => Some(s),
-        Err(Error::NotFound(_)) => None,
-        Err(e) => return Err(e),
-    };
+    // a turn the session snapshot does not have. The session is read once.
+    let mut summary = store.latest_summary(ns, session_id)?;
     let session = store.get_session(ns, session_id)?;
     if let Some(s) = summary.as_mut() {
         // Statuses a client set since (UpdatePendingAction) win.

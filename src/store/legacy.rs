@@ -143,7 +143,7 @@ pub fn decode_fold(bytes: &[u8], what: impl Fn() -> String) -> Result<FoldRecord
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde::Serialize;
+    use serde::{Deserialize, Serialize};
 
     /// Format 1's layout, for writing test records.
     #[derive(Serialize)]
@@ -227,5 +227,58 @@ mod tests {
             ("agent-b", 4, 99)
         );
         assert!(s.settings.fact_extraction);
+    }
+
+    /// Why every stored type that gains a field needs a new format number:
+    /// postcard is positional, so `#[serde(default)]` does not make an
+    /// older record decode — the decoder runs out of bytes, or (worse)
+    /// reads the next record's bytes as the new field. Only the format byte
+    /// tells the layouts apart.
+    #[test]
+    fn a_gained_field_needs_a_format_bump_serde_default_is_not_enough() {
+        #[derive(Serialize)]
+        struct Before {
+            name: String,
+            count: u64,
+        }
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)] // only its layout matters here
+        struct After {
+            name: String,
+            count: u64,
+            #[serde(default)]
+            added: u64,
+        }
+        let old = codec::encode_as(
+            FORMAT_V1,
+            &Before {
+                name: "x".into(),
+                count: 7,
+            },
+        )
+        .unwrap();
+        let as_new: Result<After> = codec::decode(&old, || "record".into());
+        assert!(
+            matches!(as_new, Err(crate::Error::DataLoss(ref m)) if m.contains("cannot be decoded")),
+            "{as_new:?}"
+        );
+        // A fold record of formats 1 to 3 (the rule engine's whole state
+        // inline) is handed over as a legacy record, not misread.
+        let legacy = codec::encode_as(codec::FORMAT_V3, &(1u8, 2u64, 3u64, [9u8; 32])).unwrap();
+        let f = decode_fold(&legacy, || "fold".into()).unwrap();
+        assert_eq!(f.format, LEGACY_FOLD_FORMAT);
+        assert_eq!(f.summarizer, LEGACY_SUMMARIZER);
+        assert_eq!(f.state, &legacy[5..]);
+        // And one written now round-trips as it is.
+        let now = FoldRecord {
+            summarizer: "mnemo-rules".into(),
+            format: 1,
+            state: vec![1, 2, 3],
+            through_seq: 4,
+            through_tokens: 5,
+            chain_hash: [6; 32],
+        };
+        let back = decode_fold(&codec::encode(&now).unwrap(), || "fold".into()).unwrap();
+        assert_eq!(back, now);
     }
 }

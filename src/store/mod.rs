@@ -234,6 +234,10 @@ pub trait SummaryStore {
     /// Summary `version` of a session (0 = latest); `NotFound` if none.
     fn get_summary(&self, ns: &str, session_id: &str, version: u64) -> Result<SessionSummary>;
 
+    /// The newest stored summary of a session, if any, without reading the
+    /// session record.
+    fn latest_summary(&self, ns: &str, session_id: &str) -> Result<Option<SessionSummary>>;
+
     /// Summaries with version `<= at_most`, newest first, at most `limit`.
     fn list_summaries(
         &self,
