@@ -4,10 +4,10 @@ use super::convert::{self, encoding_from};
 use super::summaries::trigger;
 use crate::bundle::{Bundle, BundleRequest, CompressedTurn, ManifestEntry, Section, SeqRange};
 use crate::error::Result;
-use crate::model::Encoding;
-use crate::runtime::watch::WatchEvent;
 use crate::memory::{HandoffOutcome, HandoffRequest};
+use crate::model::Encoding;
 use crate::pb;
+use crate::runtime::watch::WatchEvent;
 
 /// A bundle request from its message.
 pub fn bundle_request(r: &pb::GetContextBundleRequest) -> Result<BundleRequest> {

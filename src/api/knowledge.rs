@@ -9,9 +9,9 @@ use crate::error::{Error, Result};
 use crate::memory::episodes::{ActionRef, CarriedAction, Episode};
 use crate::memory::facts::{Fact, FactFilter, FactOrigin, FactSource, NewFact, PutOutcome};
 use crate::memory::Memory;
+use crate::model::{ActionStatus, Outcome};
 use crate::pb;
 use crate::search::{Hit, Kind, SearchQuery, DEFAULT_LIMIT};
-use crate::model::{ActionStatus, Outcome};
 
 impl From<Fact> for pb::Fact {
     fn from(f: Fact) -> Self {

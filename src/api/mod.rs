@@ -16,13 +16,13 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::server::auth::{admit, Role};
-use crate::model::SessionFilter;
 use crate::memory::summary::Attempt;
 use crate::memory::{AppendRequest, Memory, NewSession};
-use crate::runtime::{watch, Runtime};
+use crate::model::SessionFilter;
 use crate::pb;
 use crate::pb::memory_service_server::MemoryService;
+use crate::runtime::{watch, Runtime};
+use crate::server::auth::{admit, Role};
 
 /// The gRPC face of [`Memory`].
 #[derive(Clone)]

@@ -3,12 +3,12 @@
 
 use super::convert::timestamp;
 use crate::error::{Error, Result};
-use crate::pb;
 use crate::model::{
     ActionStatus, Decision, KeyFact, OpenQuestion, Outcome, PendingAction, Priority,
     QuestionStatus, SessionSummary, Severity, Trigger,
 };
 use crate::model::{AuditKind, AuditRecord, ReviewItem, ReviewStatus};
+use crate::pb;
 
 /// A summary trigger as its proto enum.
 pub fn trigger(t: Trigger) -> pb::SummaryTrigger {

@@ -19,6 +19,7 @@
 //! and its past episodes, each read with a fixed cap and ranked like the
 //! summary's items.
 
+mod candidates;
 pub mod compress;
 mod pack;
 

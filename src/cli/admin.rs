@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use crate::server::auth::{self, Role};
 use crate::config::{Config, Overrides, StoreKind};
 use crate::search::SearchIndex;
+use crate::server::auth::{self, Role};
 use crate::store::dump::{self, Scope};
 use crate::store::SledStore;
 

@@ -5,10 +5,10 @@ use clap::{Subcommand, ValueEnum};
 
 use super::{connect, status_line, ClientArgs};
 use crate::config::Overrides;
-use crate::pb;
-use crate::search::SearchIndex;
 use crate::memory::knowledge::StoredDocuments;
 use crate::memory::SEARCH_CONSUMER;
+use crate::pb;
+use crate::search::SearchIndex;
 use crate::store::{Outbox, Store};
 
 /// `mnemo fact ...`.

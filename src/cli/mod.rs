@@ -5,19 +5,20 @@
 mod admin;
 mod json;
 mod knowledge;
+mod serve;
+mod sessions;
 mod turns_file;
 
-use std::io::IsTerminal;
+use self::serve::serve;
+use self::sessions::*;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tokio::sync::mpsc;
 
-use crate::server::auth::AuthConfig;
 use crate::client::{self, ClientOptions, MemoryClient};
-use crate::config::{Config, LogFormat, Overrides};
+use crate::config::Overrides;
 use crate::pb;
-use crate::server::{shutdown_signal, Daemon};
 
 /// mnemo: persistent memory for AI agents.
 #[derive(Debug, Parser)]
@@ -590,183 +591,6 @@ async fn print_summary(
     Ok(())
 }
 
-async fn session(cmd: SessionCommand) -> Result<(), tonic::Status> {
-    match cmd {
-        SessionCommand::Create {
-            namespace,
-            id,
-            subject,
-            title,
-            owner,
-            client,
-        } => {
-            let mut c = connect(&client).await.map_err(tonic::Status::unavailable)?;
-            let s = c
-                .create_session(pb::CreateSessionRequest {
-                    namespace,
-                    session_id: id.unwrap_or_default(),
-                    subject_id: subject,
-                    title,
-                    owner_agent: owner,
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
-            match s.session {
-                Some(s) if client.json => println!("{}", json::session(&s)),
-                Some(s) => println!("{}", s.session_id),
-                None => {}
-            }
-        }
-        SessionCommand::Show { target, client } => {
-            let mut c = connect(&client).await.map_err(tonic::Status::unavailable)?;
-            let s = c
-                .get_session(pb::GetSessionRequest {
-                    namespace: target.namespace,
-                    session_id: target.session,
-                })
-                .await?
-                .into_inner();
-            match s.session {
-                Some(s) if client.json => println!("{}", json::session(&s)),
-                Some(s) => print_session(&s),
-                None => {}
-            }
-        }
-        SessionCommand::List {
-            namespace,
-            subject,
-            client,
-        } => {
-            let mut c = connect(&client).await.map_err(tonic::Status::unavailable)?;
-            let mut token = String::new();
-            loop {
-                let page = c
-                    .list_sessions(pb::ListSessionsRequest {
-                        namespace: namespace.clone(),
-                        subject_id: subject.clone(),
-                        page_size: 1000,
-                        page_token: token,
-                        ..Default::default()
-                    })
-                    .await?
-                    .into_inner();
-                for s in &page.sessions {
-                    if client.json {
-                        println!("{}", json::session(s));
-                    } else {
-                        print_session(s);
-                    }
-                }
-                if page.next_page_token.is_empty() {
-                    break;
-                }
-                token = page.next_page_token;
-            }
-        }
-        SessionCommand::Close { target, client } => {
-            let mut c = connect(&client).await.map_err(tonic::Status::unavailable)?;
-            let r = c
-                .close_session(pb::CloseSessionRequest {
-                    namespace: target.namespace,
-                    session_id: target.session,
-                })
-                .await?
-                .into_inner();
-            match r.session {
-                Some(s) if client.json => println!("{}", json::session(&s)),
-                _ => println!("closed"),
-            }
-        }
-        SessionCommand::Delete { target, client } => {
-            let mut c = connect(&client).await.map_err(tonic::Status::unavailable)?;
-            let r = c
-                .delete_session(pb::DeleteSessionRequest {
-                    namespace: target.namespace,
-                    session_id: target.session,
-                })
-                .await?
-                .into_inner();
-            if client.json {
-                println!("{}", serde_json::json!({"deleted_turns": r.deleted_turns}));
-            } else {
-                println!("deleted ({} turns)", r.deleted_turns);
-            }
-        }
-    }
-    Ok(())
-}
-
-fn state_name(state: i32) -> String {
-    let name = pb::SessionState::try_from(state).map_or("?", |x| x.as_str_name());
-    name.trim_start_matches("SESSION_STATE_").to_lowercase()
-}
-
-fn role_name(role: i32) -> String {
-    let name = pb::Role::try_from(role).map_or("?", |r| r.as_str_name());
-    name.trim_start_matches("ROLE_").to_lowercase()
-}
-
-fn print_session(s: &pb::Session) {
-    println!(
-        "{}  state={}  subject={:?}  owner={:?}  epoch={}  turns={}  tokens={}  title={:?}",
-        s.session_id,
-        state_name(s.state),
-        s.subject_id,
-        s.owner_agent,
-        s.lease_epoch,
-        s.turn_count,
-        s.total_tokens,
-        s.title
-    );
-}
-
-fn print_turn(t: &pb::Turn) {
-    println!(
-        "#{} {} {}: {}",
-        t.seq,
-        role_name(t.role),
-        t.speaker,
-        t.content
-    );
-    if let Some(tc) = &t.tool_call {
-        println!(
-            "    tool {}({}) -> {}",
-            tc.tool_name, tc.arguments_json, tc.result
-        );
-    }
-}
-
-fn print_event(ev: pb::WatchSessionResponse) {
-    use pb::watch_session_response::Event;
-    match ev.event {
-        Some(Event::Turn(t)) => print_turn(&t),
-        Some(Event::SummaryWritten(s)) => println!(
-            "-- summary v{} written (turns 1-{})",
-            s.version, s.covers_through_seq
-        ),
-        Some(Event::Handoff(h)) => println!(
-            "-- handed off from {} to {} (lease epoch {}): {}",
-            h.from_agent, h.to_agent, h.lease_epoch, h.reason
-        ),
-        Some(Event::StateChanged(s)) => {
-            println!("-- state {} at turn {}", state_name(s.state), s.at_seq)
-        }
-        None => {}
-    }
-}
-
-pub(crate) async fn connect(args: &ClientArgs) -> Result<MemoryClient, String> {
-    client::connect(&ClientOptions {
-        addr: args.addr.clone(),
-        api_key: args.api_key.clone(),
-        ca_cert: args.ca_cert.clone(),
-        client_identity: args.client_cert.clone().zip(args.client_key.clone()),
-        ..ClientOptions::default()
-    })
-    .await
-}
-
 /// Turns per AppendTurns call when appending a file (the daemon's
 /// default `max_turns_per_append`).
 const FILE_BATCH: usize = 256;
@@ -789,101 +613,4 @@ pub(crate) fn status_line(s: tonic::Status) -> String {
         Some(reason) => format!("{:?} ({reason}): {}", s.code(), s.message()),
         None => format!("{:?}: {}", s.code(), s.message()),
     }
-}
-
-/// On each SIGHUP, reads the configuration again (file, environment and
-/// flags, as at start) and sends its `[auth]` section to the daemon; a
-/// config that does not parse is logged and ignored. Only the keys are
-/// reloaded: other changed settings are reported and wait for a restart.
-fn reload_on_sighup(overrides: Overrides, running: Config) -> mpsc::Receiver<AuthConfig> {
-    let (tx, rx) = mpsc::channel(1);
-    // The handler is installed here, before the daemon opens and says it
-    // listens: from then on a SIGHUP never takes the default action (exit).
-    #[cfg(unix)]
-    let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot listen for SIGHUP; keys reload only at restart");
-            return rx;
-        }
-    };
-    #[cfg(unix)]
-    tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            let overrides = overrides.clone();
-            let fresh = tokio::task::spawn_blocking(move || Config::resolve(&overrides)).await;
-            let config = match fresh {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "SIGHUP: configuration not reloaded; the keys in force stay");
-                    continue;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "SIGHUP: reading the configuration failed");
-                    continue;
-                }
-            };
-            let others_changed = Config {
-                auth: running.auth.clone(),
-                ..config.clone()
-            } != running;
-            if others_changed {
-                tracing::warn!(
-                    "SIGHUP: settings other than [auth] changed; they take effect at the next restart"
-                );
-            }
-            tracing::info!("SIGHUP: reloading API keys");
-            if tx.send(config.auth).await.is_err() {
-                return;
-            }
-        }
-    });
-    #[cfg(not(unix))]
-    let _ = (overrides, running, tx);
-    rx
-}
-
-/// The log filter: `MNEMO_LOG`, else `RUST_LOG`, else `info`. tantivy logs
-/// every index commit at INFO (about ten lines a second under load), so it
-/// is held to WARN unless the filter names it.
-fn log_filter() -> String {
-    let asked = std::env::var("MNEMO_LOG")
-        .or_else(|_| std::env::var("RUST_LOG"))
-        .ok()
-        .filter(|f| !f.trim().is_empty())
-        .unwrap_or_else(|| "info".to_owned());
-    if asked.contains("tantivy") {
-        asked
-    } else {
-        format!("{asked},tantivy=warn")
-    }
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_new(log_filter()).unwrap_or_else(|e| {
-        eprintln!("invalid log filter in MNEMO_LOG or RUST_LOG ({e}); logging at info");
-        tracing_subscriber::EnvFilter::new("info,tantivy=warn")
-    });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
-    }
-}
-
-async fn serve(overrides: Overrides) -> Result<(), String> {
-    let config = Config::resolve(&overrides).map_err(|e| e.to_string())?;
-    init_logging(config.log_format);
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let reloads = reload_on_sighup(overrides, config.clone());
-    let daemon = Daemon::open(config).await.map_err(|e| e.to_string())?;
-    daemon
-        .reload_auth_from(reloads)
-        .serve(listener, shutdown_signal())
-        .await
-        .map_err(|e| e.to_string())
 }

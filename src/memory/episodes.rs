@@ -7,8 +7,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use crate::model::{ActionRef, CarriedAction, Episode};
 use crate::error::{Error, Result};
+pub use crate::model::{ActionRef, CarriedAction, Episode};
 use crate::model::{ActionStatus, PendingAction, Session, SessionState, UnixNanos};
 use crate::store::{ActionPlan, EpisodePlan};
 use crate::summarize::{rules, SessionSummary};

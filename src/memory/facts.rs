@@ -7,12 +7,15 @@
 //! turns lives here too; it invents nothing (every candidate is a turn's
 //! own words, citing that turn).
 
-pub use crate::model::limits::{MAX_FACT_BYTES, MAX_KEY_CHARS, MAX_SOURCES, MAX_TAGS, MAX_TAG_CHARS};
-pub use crate::model::{normalized, Fact, FactFilter, FactOrigin, FactPlan, FactSource, NewFact, PutOutcome};
-use crate::model::{Role, Turn, UnixNanos};
 use crate::error::{Error, Result};
+pub use crate::model::limits::{
+    MAX_FACT_BYTES, MAX_KEY_CHARS, MAX_SOURCES, MAX_TAGS, MAX_TAG_CHARS,
+};
+pub use crate::model::{
+    normalized, Fact, FactFilter, FactOrigin, FactPlan, FactSource, NewFact, PutOutcome,
+};
+use crate::model::{Role, Turn, UnixNanos};
 use crate::summarize::{rules, SessionSummary};
-
 
 /// Checks a new fact's fields.
 pub fn validate(f: &NewFact) -> Result<()> {

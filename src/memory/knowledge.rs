@@ -219,7 +219,13 @@ pub fn put_fact(store: &dyn Store, new: &NewFact) -> Result<(Fact, PutOutcome)> 
         } else {
             (current, None)
         };
-        Ok(facts::plan_put(new, same_key, same_words, fact_id.clone(), now))
+        Ok(facts::plan_put(
+            new,
+            same_key,
+            same_words,
+            fact_id.clone(),
+            now,
+        ))
     })?;
     Ok((plan.fact, plan.outcome))
 }
@@ -294,7 +300,11 @@ impl Documents for StoredDocuments<'_> {
         Ok((page.sessions, page.resume_after))
     }
 
-    fn facts_after(&self, after: Option<&[u8]>, limit: usize) -> Result<(Vec<Fact>, Option<Vec<u8>>)> {
+    fn facts_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Vec<Fact>, Option<Vec<u8>>)> {
         self.0.scan_facts(after, limit)
     }
 

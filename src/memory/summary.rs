@@ -107,13 +107,11 @@ pub fn run(
         high_risk: session.settings.risk_level == RiskLevel::High,
     };
     let folded: Vec<Turn> = new_turns.values().cloned().collect();
-    let out = summarizer
-        .fold(base.as_ref(), &folded, &ctx)
-        .map_err(|e| {
-            Error::DataLoss(format!(
-                "summary fold state of session {ns}/{session_id}: {e}"
-            ))
-        })?;
+    let out = summarizer.fold(base.as_ref(), &folded, &ctx).map_err(|e| {
+        Error::DataLoss(format!(
+            "summary fold state of session {ns}/{session_id}: {e}"
+        ))
+    })?;
     fold.state = out.state;
     let mut summary = out.summary;
     let markdown = render::markdown(&summary);
@@ -366,9 +364,7 @@ impl Memory {
             let (n, i, cfg) = (ns.to_owned(), session_id.to_owned(), self.summaries.clone());
             let summarizer = self.summarizer.clone();
             let attempt = self
-                .blocking(move |st| {
-                    run(st, summarizer.as_ref(), &cfg, (&n, &i), trigger, force)
-                })
+                .blocking(move |st| run(st, summarizer.as_ref(), &cfg, (&n, &i), trigger, force))
                 .await;
             match attempt {
                 Err(Error::Aborted(_)) => continue,

@@ -11,7 +11,6 @@ use crate::error::{Error, Result};
 pub use crate::model::limits::*;
 use crate::model::{NewTurn, SessionSettings};
 
-
 /// A namespace or session id: 1..=128 chars of `A-Za-z0-9._-:@`.
 pub fn id(field: &str, value: &str) -> Result<()> {
     if value.is_empty() {
@@ -168,4 +167,3 @@ pub fn bundle_request(req: &BundleRequest) -> Result<()> {
     }
     name("agent_id", &req.agent_id, MAX_NAME_BYTES)
 }
-

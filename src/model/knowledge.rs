@@ -209,7 +209,11 @@ pub struct ActionRef {
 impl Episode {
     /// Its searchable text: topic, intent, prose, decisions and actions.
     pub fn text(&self) -> String {
-        let mut parts = vec![self.topic.clone(), self.user_intent.clone(), self.prose.clone()];
+        let mut parts = vec![
+            self.topic.clone(),
+            self.user_intent.clone(),
+            self.prose.clone(),
+        ];
         parts.extend(self.decisions.iter().map(|d| d.decision.clone()));
         parts.extend(self.pending_actions.iter().map(|a| a.action.clone()));
         parts.retain(|p| !p.is_empty());
@@ -235,4 +239,3 @@ pub struct CarriedAction {
     /// When its session stopped (newest carried actions rank first).
     pub ended_at: UnixNanos,
 }
-

@@ -50,9 +50,7 @@ impl IdleMarks {
                 .store
                 .next_due(WorkKind::Idle)
                 .map_or(true, |next| next.is_none_or(|n| deadline < n));
-            let marked = self
-                .store
-                .mark_due(WorkKind::Idle, ns, id, deadline, None);
+            let marked = self.store.mark_due(WorkKind::Idle, ns, id, deadline, None);
             if earlier {
                 self.wake.notify_one();
             }

@@ -123,7 +123,14 @@ impl Scheduler {
                 None => return false,
             },
         };
-        mark(&*self.store, &self.wake, &self.stats, &self.config, session, trigger)
+        mark(
+            &*self.store,
+            &self.wake,
+            &self.stats,
+            &self.config,
+            session,
+            trigger,
+        )
     }
 
     /// Runs an attempt for a client and waits for its result (before

@@ -12,7 +12,6 @@
 //! fact never shows up, whatever the index lag. This module never reads
 //! storage itself.
 
-
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,8 +45,14 @@ pub trait Documents {
     fn session(&self, ns: &str, session_id: &str) -> Result<Session>;
     /// Turns `from..=to` of a session, oldest first, at most `limit`;
     /// `NotFound` when the session is gone.
-    fn turns(&self, ns: &str, session_id: &str, from: u64, to: u64, limit: usize)
-        -> Result<Vec<Turn>>;
+    fn turns(
+        &self,
+        ns: &str,
+        session_id: &str,
+        from: u64,
+        to: u64,
+        limit: usize,
+    ) -> Result<Vec<Turn>>;
     /// A fact version; `NotFound` when absent.
     fn fact(&self, ns: &str, fact_id: &str) -> Result<Fact>;
     /// A session's episode, if any.
@@ -60,8 +65,11 @@ pub trait Documents {
         limit: usize,
     ) -> Result<(Vec<Session>, Option<(String, String)>)>;
     /// Every fact version after an opaque resume key, and the next one.
-    fn facts_after(&self, after: Option<&[u8]>, limit: usize)
-        -> Result<(Vec<Fact>, Option<Vec<u8>>)>;
+    fn facts_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Vec<Fact>, Option<Vec<u8>>)>;
     /// Every episode after an opaque resume key, and the next one.
     fn episodes_after(
         &self,
@@ -732,4 +740,3 @@ impl SearchIndex {
         Ok(hits)
     }
 }
-

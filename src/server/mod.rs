@@ -24,8 +24,8 @@ use crate::api::MemoryApi;
 use crate::config::{Config, StoreKind, TlsConfig};
 use crate::error::{Error, Result};
 use crate::pb;
-use crate::runtime::Runtime;
 use crate::pb::memory_service_server::MemoryServiceServer;
+use crate::runtime::Runtime;
 use crate::store::{MemoryStore, SledStore, Store};
 
 /// The search index's directory inside the data directory (derived data:

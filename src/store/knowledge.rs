@@ -9,9 +9,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use super::engine::{Batch, Engine, Write};
-use super::{
-    codec, keys, ActionPlan, EpisodePlan, FactFate, KnowledgeStore, KvStore, ScanPage,
-};
+use super::{codec, keys, ActionPlan, EpisodePlan, FactFate, KnowledgeStore, KvStore, ScanPage};
 use crate::error::{Error, Result};
 use crate::model::{
     ActionRef, ActionStatus, CarriedAction, Episode, Fact, FactFilter, FactIdentity, FactPlan,

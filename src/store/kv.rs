@@ -505,7 +505,6 @@ impl<E: Engine> SessionStore for KvStore<E> {
         }
         Ok(scan)
     }
-
 }
 
 impl<E: Engine> SummaryStore for KvStore<E> {

@@ -30,8 +30,8 @@ pub use self::kv::{KvStore, MemoryStore, SledStore};
 use crate::error::Result;
 use crate::model::{
     ActionRef, ActionStatus, AppendOutcome, AuditRecord, CarriedAction, Episode, Fact, FactFilter,
-    FactIdentity, FactPlan, FoldRecord, IdempotencyRecord, IndexChange, PendingAction, ReviewItem, Session,
-    SessionFilter, SessionState, SessionSummary, Trigger, Turn, UnixNanos,
+    FactIdentity, FactPlan, FoldRecord, IdempotencyRecord, IndexChange, PendingAction, ReviewItem,
+    Session, SessionFilter, SessionState, SessionSummary, Trigger, Turn, UnixNanos,
 };
 
 /// One page of sessions from [`SessionStore::list_sessions`].

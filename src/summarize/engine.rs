@@ -27,13 +27,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::rules::{self, Annotation, Classified, EntityKind, OwnerCue, TurnKind};
+use super::SummaryContext;
 use crate::model::{
     ActionStatus, Anomaly, Artifact, Conflict, ContextHealth, Decision, KeyFact, OpenQuestion,
     Outcome, Participant, PendingAction, Priority, QuestionStatus, SessionSummary, Severity,
     ToolCallEntry, TopicSegment,
 };
-use super::rules::{self, Annotation, Classified, EntityKind, OwnerCue, TurnKind};
-use super::SummaryContext;
 use crate::model::{Role, ToolCall, ToolCallStatus, Turn};
 
 /// Bytes of a turn's content that are analysed; the rest is skipped and

@@ -5,11 +5,11 @@
 
 use std::fmt::Write as _;
 
+use crate::model::ToolCallStatus;
 use crate::model::{
     ActionStatus, Decision, KeyFact, OpenQuestion, Outcome, PendingAction, Priority,
     SessionSummary, Severity,
 };
-use crate::model::ToolCallStatus;
 
 /// The summary as pretty JSON.
 pub fn json(s: &SessionSummary) -> String {

@@ -31,7 +31,8 @@ fn encode(state: &FoldState) -> Result<Vec<u8>, StateError> {
 }
 
 fn decode(bytes: &[u8]) -> Result<FoldState, StateError> {
-    postcard::from_bytes(bytes).map_err(|e| StateError(format!("fold state cannot be decoded: {e}")))
+    postcard::from_bytes(bytes)
+        .map_err(|e| StateError(format!("fold state cannot be decoded: {e}")))
 }
 
 impl Summarizer for RuleBased {
@@ -93,7 +94,11 @@ mod tests {
     fn turn(seq: u64, text: &str) -> Turn {
         Turn {
             seq,
-            role: if seq % 2 == 1 { Role::User } else { Role::Assistant },
+            role: if seq % 2 == 1 {
+                Role::User
+            } else {
+                Role::Assistant
+            },
             speaker: String::new(),
             content: text.to_owned(),
             client_time: None,

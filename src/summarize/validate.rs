@@ -13,8 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::engine::UNASSIGNED;
-use crate::model::SessionSummary;
 use super::rules::{self, Entity, EntityKind};
+use crate::model::SessionSummary;
 use crate::model::Turn;
 
 /// Every seq the summary cites: item evidence, tool-call, artifact (and
@@ -412,8 +412,8 @@ impl Check<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Role, ToolCall, ToolCallStatus};
     use crate::model::{ActionStatus, KeyFact, PendingAction, Priority, Trigger};
+    use crate::model::{Role, ToolCall, ToolCallStatus};
     use crate::summarize::{summarize, SummaryContext};
 
     const T0: i64 = 1_773_741_600 * 1_000_000_000;

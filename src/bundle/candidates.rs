@@ -1,0 +1,411 @@
+//! The lines a bundle may hold, in priority order: the header, the
+//! summary's items, the subject's memory, recent and earlier turns, each
+//! with its whole form and (where it has one) a short form, ranked within
+//! its section by the query. Choosing what fits is `pack.rs`.
+
+use std::collections::HashSet;
+
+use super::compress;
+use super::{BundleRequest, Inputs, Section};
+use crate::model::{
+    ActionStatus, CarriedAction, Encoding, Episode, Fact, Role, SessionState, SessionSummary, Turn,
+};
+use crate::summarize::render;
+use crate::tokens;
+
+/// A line and its token count, counted once on first use.
+pub(super) struct Line {
+    pub(super) text: String,
+    pub(super) tokens: Option<u32>,
+}
+
+impl Line {
+    /// A line of `text`, newline-terminated. Lines must not start with
+    /// whitespace or '/' (see the module docs).
+    pub(super) fn new(mut text: String) -> Line {
+        debug_assert!(
+            !text.starts_with(|c: char| c.is_whitespace() || c == '/'),
+            "a bundle line must not start with whitespace or '/': {text:?}"
+        );
+        text.push('\n');
+        Line { text, tokens: None }
+    }
+
+    pub(super) fn tokens(&mut self, enc: Encoding) -> u32 {
+        *self.tokens.get_or_insert_with(|| {
+            u32::try_from(tokens::count(enc, &self.text)).unwrap_or(u32::MAX)
+        })
+    }
+}
+
+/// One thing the bundle may hold.
+pub(super) struct Candidate {
+    pub(super) section: Section,
+    /// Position for display: the item's index in the summary, or a seq.
+    pub(super) key: u64,
+    pub(super) full: Line,
+    pub(super) short: Option<Line>,
+    /// Stored tokens of the full text, to skip measuring what cannot fit.
+    pub(super) estimate: u64,
+    /// Whether the short form lost anything (else it counts as whole).
+    pub(super) short_lossy: bool,
+}
+
+/// The words of `text` worth matching against a query (3+ chars), as
+/// they stand.
+pub(super) fn raw_words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().nth(2).is_some())
+}
+
+/// Words of `text` worth matching against a query, lowercase.
+pub(super) fn words(text: &str) -> HashSet<String> {
+    raw_words(text).map(str::to_lowercase).collect()
+}
+
+/// How many distinct query words `text` contains. Walks the text's words
+/// against the query set; it builds no set of its own (it runs for every
+/// candidate of a bundle).
+pub(super) fn overlap(query: &HashSet<String>, text: &str) -> usize {
+    if query.is_empty() {
+        return 0;
+    }
+    let mut found: Vec<&str> = Vec::new();
+    for w in raw_words(text) {
+        if let Some(q) = query.get(w.to_lowercase().as_str()) {
+            if !found.contains(&q.as_str()) {
+                found.push(q);
+            }
+        }
+    }
+    found.len()
+}
+
+pub(super) fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::System => "system",
+        Role::Tool => "tool",
+    }
+}
+
+pub(super) fn state_name(s: SessionState) -> &'static str {
+    match s {
+        SessionState::Active => "ACTIVE",
+        SessionState::Idle => "IDLE",
+        SessionState::Closed => "CLOSED",
+    }
+}
+
+pub(super) fn turn_prefix(t: &Turn) -> String {
+    if t.speaker.is_empty() {
+        format!("[#{}] {}:", t.seq, role_name(t.role))
+    } else {
+        format!("[#{}] {} {}:", t.seq, role_name(t.role), t.speaker)
+    }
+}
+
+/// A turn verbatim: content, then its tool call's exact fields.
+pub(super) fn verbatim(t: &Turn) -> String {
+    let mut out = format!("{} {}", turn_prefix(t), t.content);
+    if let Some(c) = &t.tool_call {
+        out.push_str(&format!(
+            "\n  tool call {}({}) -> {:?}",
+            c.tool_name, c.arguments_json, c.status
+        ));
+        if !c.result.is_empty() {
+            out.push_str(&format!("\n  result: {}", c.result));
+        }
+        if !c.error_details.is_empty() {
+            out.push_str(&format!("\n  error: {}", c.error_details));
+        }
+    }
+    out
+}
+
+fn turn_candidate(section: Section, t: &Turn) -> Candidate {
+    let (short, lossy) = compress::shorten(t);
+    let marker = if lossy { " (shortened)" } else { "" };
+    let short = Line::new(format!("{}{marker} {short}", turn_prefix(t)));
+    match section {
+        // Older turns are only ever shown shortened.
+        Section::EarlierTurns => Candidate {
+            section,
+            key: t.seq,
+            full: short,
+            short: None,
+            estimate: u64::from(t.token_count).min(super::MAX_SHORT_TURN_COST),
+            short_lossy: lossy,
+        },
+        _ => Candidate {
+            section,
+            key: t.seq,
+            full: Line::new(verbatim(t)),
+            short: Some(short),
+            estimate: u64::from(t.token_count),
+            short_lossy: lossy,
+        },
+    }
+}
+
+fn item(section: Section, key: usize, text: String) -> Candidate {
+    Candidate {
+        section,
+        key: key as u64,
+        estimate: 0,
+        full: Line::new(text),
+        short: None,
+        short_lossy: false,
+    }
+}
+
+/// Ranks items for cutting: query overlap first, then newest first; returns
+/// indexes in that order.
+fn ranked(
+    texts: &[String],
+    query: &HashSet<String>,
+    boost: impl Fn(usize) -> (bool, u8),
+) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..texts.len()).collect();
+    // Cached: the overlap is computed once per item, not per comparison.
+    idx.sort_by_cached_key(|&i| {
+        let (mine, prio) = boost(i);
+        (
+            std::cmp::Reverse(mine),
+            std::cmp::Reverse(overlap(query, &texts[i])),
+            prio,
+            std::cmp::Reverse(i),
+        )
+    });
+    idx
+}
+
+fn summary_candidates(s: &SessionSummary, req: &BundleRequest, out: &mut Vec<Candidate>) {
+    let query = words(&req.query);
+    let pending: Vec<_> = s
+        .pending_actions
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.status != ActionStatus::Done)
+        .collect();
+    let texts: Vec<String> = pending
+        .iter()
+        .map(|(_, a)| render::action_line(a))
+        .collect();
+    let order = ranked(&texts, &query, |i| {
+        let a = pending[i].1;
+        let prio = match a.priority {
+            crate::model::Priority::High => 0,
+            crate::model::Priority::Medium => 1,
+            crate::model::Priority::Low => 2,
+        };
+        (!req.agent_id.is_empty() && a.owner == req.agent_id, prio)
+    });
+    for i in order {
+        out.push(item(
+            Section::PendingActions,
+            pending[i].0,
+            texts[i].clone(),
+        ));
+    }
+    let plain = |_| (false, 0);
+    let texts: Vec<String> = s.open_questions.iter().map(render::question_line).collect();
+    for i in ranked(&texts, &query, plain) {
+        out.push(item(Section::OpenQuestions, i, texts[i].clone()));
+    }
+    let texts: Vec<String> = s.decisions.iter().map(render::decision_line).collect();
+    for i in ranked(&texts, &query, plain) {
+        out.push(item(Section::Decisions, i, texts[i].clone()));
+    }
+    if !s.user_intent.is_empty() {
+        out.push(item(
+            Section::Summary,
+            0,
+            format!("User intent: {} [#{}]", s.user_intent, s.user_intent_seq),
+        ));
+    }
+    if !s.prose.trim().is_empty() {
+        out.push(item(Section::Summary, 1, s.prose.trim().to_owned()));
+    }
+    let texts: Vec<String> = s.key_facts.iter().map(render::fact_line).collect();
+    for i in ranked(&texts, &query, plain) {
+        out.push(item(Section::KeyFacts, i, texts[i].clone()));
+    }
+}
+
+/// One line of text (newlines folded): a stored fact or episode may hold
+/// any characters.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A carried action: the action in its own words and where it came from
+/// (its evidence seqs are another session's).
+fn carried_line(c: &CarriedAction) -> String {
+    let a = &c.action;
+    let due = if a.deadline.is_empty() {
+        String::new()
+    } else {
+        format!(", due {}", a.deadline)
+    };
+    format!(
+        "- {} (owner {}{due}, {}) — from session {} [#{}]",
+        one_line(&a.action),
+        a.owner,
+        render::status(a.status),
+        c.action_ref.session_id,
+        c.action_ref.action_seq
+    )
+}
+
+fn fact_item_line(f: &Fact) -> String {
+    if f.key.is_empty() {
+        format!("- {}", one_line(&f.text))
+    } else {
+        format!("- {}: {}", f.key, one_line(&f.text))
+    }
+}
+
+/// An episode in full (topic, outcome, prose, still-pending actions) and
+/// its short form (topic and outcome only).
+fn episode_lines(e: &Episode) -> (String, String) {
+    let (y, m, d) =
+        crate::summarize::rules::civil_from_days(e.ended_at.div_euclid(86_400_000_000_000));
+    let day = format!("{y:04}-{m:02}-{d:02}");
+    let head = format!(
+        "- Session {} (ended {day}, {}): {}",
+        e.session_id,
+        render::outcome(e.outcome),
+        one_line(if e.topic.is_empty() {
+            &e.user_intent
+        } else {
+            &e.topic
+        })
+    );
+    let mut full = head.clone();
+    if !e.prose.trim().is_empty() {
+        full.push_str(&format!(". {}", one_line(&e.prose)));
+    }
+    if !e.pending_actions.is_empty() {
+        let still: Vec<String> = e
+            .pending_actions
+            .iter()
+            .map(|a| one_line(&a.action))
+            .collect();
+        full.push_str(&format!(". Still pending: {}", still.join("; ")));
+    }
+    (full, head)
+}
+
+/// The subject's memory: carried actions, facts and episodes, ranked by
+/// the query (or, without one, by the latest turns).
+fn memory_candidates(inputs: &Inputs, req: &BundleRequest, out: &mut Vec<Candidate>) {
+    let m = &inputs.memory;
+    let query = if req.query.trim().is_empty() {
+        let recent: Vec<&str> = inputs
+            .recent
+            .iter()
+            .rev()
+            .take(4)
+            .map(|t| t.content.as_str())
+            .collect();
+        words(&recent.join(" "))
+    } else {
+        words(&req.query)
+    };
+    let texts: Vec<String> = m.carried.iter().map(carried_line).collect();
+    let order = ranked(&texts, &query, |i| {
+        let a = &m.carried[i].action;
+        (!req.agent_id.is_empty() && a.owner == req.agent_id, 0)
+    });
+    for i in order {
+        out.push(item(Section::CarriedActions, i, texts[i].clone()));
+    }
+    let texts: Vec<String> = m.facts.iter().map(fact_item_line).collect();
+    for i in ranked(&texts, &query, |_| (false, 0)) {
+        out.push(item(Section::Facts, i, texts[i].clone()));
+    }
+}
+
+fn episode_candidates(inputs: &Inputs, req: &BundleRequest, out: &mut Vec<Candidate>) {
+    let eps = &inputs.memory.episodes;
+    let query = words(&req.query);
+    // Newest first in the input; `ranked` breaks ties newest-index first,
+    // so rank over the reversed list.
+    let lines: Vec<(String, String)> = eps.iter().rev().map(episode_lines).collect();
+    let texts: Vec<String> = lines.iter().map(|(f, _)| f.clone()).collect();
+    for i in ranked(&texts, &query, |_| (false, 0)) {
+        let (full, short) = &lines[i];
+        out.push(Candidate {
+            section: Section::Episodes,
+            // Display newest first: key by position in the input.
+            key: (eps.len() - 1 - i) as u64,
+            estimate: 0,
+            full: Line::new(full.clone()),
+            short: (short != full).then(|| Line::new(short.clone())),
+            short_lossy: true,
+        });
+    }
+}
+
+/// Every candidate, in priority order. The first is the header's first
+/// line, which is always kept.
+pub(super) fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate> {
+    let s = &inputs.session;
+    let mut out = Vec::new();
+    out.push(item(
+        Section::Header,
+        0,
+        format!("# Context bundle: session {}", s.session_id),
+    ));
+    let subject = if s.subject_id.is_empty() {
+        String::new()
+    } else {
+        format!(", subject {}", s.subject_id)
+    };
+    let owner = if s.owner_agent.is_empty() {
+        "no owner agent".to_owned()
+    } else {
+        format!("owner agent {}", s.owner_agent)
+    };
+    out.push(item(
+        Section::Header,
+        1,
+        format!(
+            "Namespace {}{subject}; {owner} (lease epoch {}); state {}.",
+            s.namespace,
+            s.lease_epoch,
+            state_name(s.state)
+        ),
+    ));
+    let as_of = s.last_seq();
+    let coverage = match &inputs.summary {
+        Some(sum) => format!(
+            "Turns 1–{as_of}; summary v{} covers turns 1–{}.",
+            sum.version, sum.covers_through_seq
+        ),
+        None if as_of == 0 => "No turns yet.".to_owned(),
+        None => format!("Turns 1–{as_of}; no summary yet."),
+    };
+    out.push(item(Section::Header, 2, coverage));
+    if !req.agent_id.is_empty() {
+        out.push(item(
+            Section::Header,
+            3,
+            format!("Prepared for agent {}.", req.agent_id),
+        ));
+    }
+    if let Some(sum) = &inputs.summary {
+        summary_candidates(sum, req, &mut out);
+    }
+    memory_candidates(inputs, req, &mut out);
+    for t in inputs.recent.iter().rev() {
+        out.push(turn_candidate(Section::RecentTurns, t));
+    }
+    episode_candidates(inputs, req, &mut out);
+    for t in inputs.earlier.iter().rev() {
+        out.push(turn_candidate(Section::EarlierTurns, t));
+    }
+    out
+}
