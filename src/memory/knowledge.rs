@@ -295,7 +295,7 @@ impl Documents for StoredDocuments<'_> {
         &self,
         after: Option<(&str, &str)>,
         limit: usize,
-    ) -> Result<(Vec<Session>, Option<(String, String)>)> {
+    ) -> Result<search::SessionsPage> {
         let page = self.0.scan_sessions(after, limit)?;
         Ok((page.sessions, page.resume_after))
     }

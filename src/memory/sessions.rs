@@ -232,7 +232,7 @@ fn forget_source(fact: &crate::model::Fact, session_id: &str) -> FactFate {
     if f.sources.is_empty() {
         FactFate::Delete
     } else {
-        FactFate::Rewrite(f)
+        FactFate::Rewrite(Box::new(f))
     }
 }
 

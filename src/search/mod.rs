@@ -38,6 +38,9 @@ pub const MAX_LIMIT: u32 = 100;
 pub const DEFAULT_LIMIT: u32 = 10;
 /// Longest query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
+/// A page of sessions and the (namespace, session id) to resume after.
+pub type SessionsPage = (Vec<Session>, Option<(String, String)>);
+
 /// What the index reads its documents from (the domain implements it over
 /// the store).
 pub trait Documents {
@@ -59,11 +62,7 @@ pub trait Documents {
     fn episode(&self, ns: &str, session_id: &str) -> Result<Option<Episode>>;
     /// Sessions of every namespace after `after`, at most `limit`, and
     /// where to resume (`None` when the page was empty).
-    fn sessions_after(
-        &self,
-        after: Option<(&str, &str)>,
-        limit: usize,
-    ) -> Result<(Vec<Session>, Option<(String, String)>)>;
+    fn sessions_after(&self, after: Option<(&str, &str)>, limit: usize) -> Result<SessionsPage>;
     /// Every fact version after an opaque resume key, and the next one.
     fn facts_after(
         &self,

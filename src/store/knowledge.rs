@@ -9,11 +9,14 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use super::engine::{Batch, Engine, Write};
-use super::{codec, keys, ActionPlan, EpisodePlan, FactFate, KnowledgeStore, KvStore, ScanPage};
+use super::{
+    codec, keys, DecideAction, DecideEpisode, EpisodePlan, FactFate, KnowledgeStore, KvStore,
+    ScanPage,
+};
 use crate::error::{Error, Result};
 use crate::model::{
     ActionRef, ActionStatus, CarriedAction, Episode, Fact, FactFilter, FactIdentity, FactPlan,
-    IndexChange, PendingAction, PutOutcome, Session, SessionSummary,
+    IndexChange, PendingAction, PutOutcome,
 };
 
 fn fact_not_found(ns: &str, fact_id: &str) -> Error {
@@ -253,7 +256,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
                         self.unpoint(&fact, &mut batch)?;
                     }
                     FactFate::Rewrite(f) => {
-                        batch.push(Write::Put(keys::fact(ns, &id), codec::encode(&f)?));
+                        batch.push(Write::Put(keys::fact(ns, &id), codec::encode(f.as_ref())?));
                     }
                 }
                 batch.push(self.changes.entry(&IndexChange::Fact {
@@ -291,11 +294,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         &self,
         ns: &str,
         session_id: &str,
-        decide: &mut dyn FnMut(
-            &Session,
-            Option<&SessionSummary>,
-            &BTreeMap<u64, ActionStatus>,
-        ) -> Result<Option<EpisodePlan>>,
+        decide: &mut DecideEpisode<'_>,
     ) -> Result<Option<Episode>> {
         let _g = self.lock(ns, session_id);
         let mut session = self.read_session(ns, session_id)?;
@@ -409,11 +408,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         ns: &str,
         action: &ActionRef,
         status: ActionStatus,
-        decide: &mut dyn FnMut(
-            &Session,
-            Option<&SessionSummary>,
-            Option<Episode>,
-        ) -> Result<ActionPlan>,
+        decide: &mut DecideAction<'_>,
     ) -> Result<PendingAction> {
         let sid = action.session_id.as_str();
         let _g = self.lock(ns, sid);

@@ -119,7 +119,7 @@ pub enum FactFate {
     /// Unchanged.
     Keep,
     /// Rewritten as given (same id).
-    Rewrite(Fact),
+    Rewrite(Box<Fact>),
     /// Removed.
     Delete,
 }
@@ -143,6 +143,20 @@ pub struct ActionPlan {
     /// The carried copy: `Some` to (re)write, `None` to remove.
     pub carried: Option<CarriedAction>,
 }
+
+/// Decides a session's episode from the session, its latest summary and
+/// its client-set action statuses (`None`: nothing to write).
+pub type DecideEpisode<'a> = dyn FnMut(
+        &Session,
+        Option<&SessionSummary>,
+        &BTreeMap<u64, ActionStatus>,
+    ) -> Result<Option<EpisodePlan>>
+    + 'a;
+
+/// Decides what setting an action's status writes, from the session, its
+/// latest summary and its episode.
+pub type DecideAction<'a> =
+    dyn FnMut(&Session, Option<&SessionSummary>, Option<Episode>) -> Result<ActionPlan> + 'a;
 
 /// Sessions and their turns.
 pub trait SessionStore {
@@ -339,11 +353,7 @@ pub trait KnowledgeStore {
         &self,
         ns: &str,
         session_id: &str,
-        decide: &mut dyn FnMut(
-            &Session,
-            Option<&SessionSummary>,
-            &BTreeMap<u64, ActionStatus>,
-        ) -> Result<Option<EpisodePlan>>,
+        decide: &mut DecideEpisode<'_>,
     ) -> Result<Option<Episode>>;
 
     /// The episode of a session, if it has one.
@@ -377,11 +387,7 @@ pub trait KnowledgeStore {
         ns: &str,
         action: &ActionRef,
         status: ActionStatus,
-        decide: &mut dyn FnMut(
-            &Session,
-            Option<&SessionSummary>,
-            Option<Episode>,
-        ) -> Result<ActionPlan>,
+        decide: &mut DecideAction<'_>,
     ) -> Result<PendingAction>;
 
     /// Every fact version of every namespace (rebuilding the index).
