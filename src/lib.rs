@@ -1,24 +1,24 @@
 //! mnemo: a persistent memory daemon for AI agents.
 //!
-//! The map, one line per module:
-//! - [`config`]: typed configuration (defaults < file < env < flags).
-//! - [`error`]: the one error type and its mapping to gRPC status codes.
-//! - [`pb`]: code generated from `proto/mnemo/v1` (the public contract).
-//! - [`metrics`]: Prometheus metrics on their own HTTP listener.
-//! - [`server`]: the daemon: listener, limits, health, reflection, shutdown.
-//! - [`api`]: thin gRPC handlers: convert, call the domain, map errors.
-//! - [`memory`]: the domain: sessions, turns, facts, episodes, validation,
-//!   pagination.
-//! - [`store`]: the `Store` trait, sled and in-memory stores, key layout,
-//!   checksummed records and group commit.
-//! - [`bundle`]: context bundles: a session rehydrated within a token
-//!   budget, with a manifest of what was left out.
-//! - [`summarize`]: running summaries: rules, incremental fold, validator,
-//!   renderings, pipeline and scheduler.
+//! The map, one line per module, from the top layer down (each imports
+//! only what is below it; see docs/architecture.md):
+//! - [`cli`]: the `mnemo` command line (serve, client and admin commands).
+//! - [`client`]: the typed Rust client used by the CLI and tests.
+//! - [`server`]: the daemon: listener, TLS, guard, auth, metrics, shutdown.
+//! - [`api`]: thin gRPC handlers and the one `Error` to `Status` mapping.
+//! - [`runtime`]: the summary worker, idle sweeper, watch streams and
+//!   search indexer, behind claims, the `Notifier` and an outbox cursor.
+//! - [`memory`]: the domain: sessions, turns, the summary pipeline,
+//!   handoff, facts, episodes and bundle gathering.
+//! - [`bundle`]: packs a context bundle into a token budget (pure).
 //! - [`search`]: ranked retrieval (tantivy, BM25) over turns, facts and
-//!   episodes; an index derived from the store through an outbox.
-//! - [`tokens`]: token counting (linear-time BPE, tiktoken-identical).
-//! - [`cli`]: the `mnemo` command line (serve and client subcommands).
+//!   episodes; an index derived from the store through the outbox.
+//! - [`summarize`]: the `Summarizer` trait, the rule-based summarizer,
+//!   the faithfulness validator and renderings (pure).
+//! - [`store`]: storage ports and the sled and in-memory engines.
+//! - [`model`]: the data every layer shares.
+//! - [`config`], [`error`], [`tokens`], [`pb`]: settings, the error type,
+//!   token counting, the generated contract.
 
 #![warn(missing_docs)]
 
