@@ -9,10 +9,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{config_for, TestServer};
-use mnemo::server::auth::{new_key, AuthConfig, KeyConfig, Role};
 use mnemo::client::{connect, ClientOptions, MemoryClient};
 use mnemo::config::TlsConfig;
 use mnemo::pb;
+use mnemo::server::auth::{new_key, AuthConfig, KeyConfig, Role};
 use prost::Message;
 use tonic::{Code, Status};
 
