@@ -233,9 +233,15 @@ pub async fn get_session(
     .map(|r| r.into_inner().session.expect("session in response"))
 }
 
-/// The compiled `mnemo` binary running `serve` as a child process.
+/// The compiled `mnemo` binary running `serve` as a child process, in a
+/// process group of its own (with its wrapper, e.g. strace), so ending it
+/// ends everything it started: killing only a wrapper would leave the
+/// daemon running, orphaned. Every way of ending it (`kill9`, `terminate`,
+/// drop) checks that no process of the group survives.
 pub struct Binary {
     pub child: Child,
+    /// Set once the group has been ended and checked.
+    ended: bool,
     pub addr: SocketAddr,
     /// The daemon's own pid (differs from the child's under a wrapper).
     pub pid: u32,
@@ -271,6 +277,7 @@ impl Binary {
             .env_remove("MNEMO_DATA_DIR")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd.spawn().expect("spawn mnemo");
         let stderr = child.stderr.take().expect("piped stderr");
         let (tx, rx) = std::sync::mpsc::channel();
@@ -307,6 +314,7 @@ impl Binary {
             .expect("daemon reports its address");
         Binary {
             child,
+            ended: false,
             addr: addr.parse().expect("address parses"),
             pid: pid.parse().expect("pid parses"),
             log,
@@ -347,9 +355,14 @@ impl Binary {
         format!("http://{}", self.addr)
     }
 
+    /// SIGKILL to the daemon itself (a wrapper such as strace then exits
+    /// on its own and flushes its log), then the group is ended.
     pub fn kill9(mut self) {
-        self.child.kill().expect("SIGKILL");
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.pid.to_string()])
+            .status();
         self.child.wait().expect("reap");
+        self.end_group();
     }
 
     /// SIGTERM and wait; returns the exit status.
@@ -359,8 +372,71 @@ impl Binary {
             .args(["-TERM", &pid])
             .status()
             .expect("kill -TERM");
-        self.child.wait().expect("reap")
+        let status = self.child.wait().expect("reap");
+        self.end_group();
+        status
     }
+
+    /// Kills whatever is left of the group and checks (for at most 10 s)
+    /// that nothing of it survives.
+    fn end_group(&mut self) {
+        self.ended = true;
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.try_wait();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let alive = group_alive(self.child.id());
+            if alive.is_empty() {
+                return;
+            }
+            if Instant::now() > deadline {
+                if !std::thread::panicking() {
+                    panic!(
+                        "processes of the daemon's group survive: {}",
+                        alive.join("; ")
+                    );
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.end_group();
+        }
+    }
+}
+
+/// The processes still in process group `pgid` (pid and command line),
+/// zombies aside, read from /proc.
+pub fn group_alive(pgid: u32) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // "pid (comm) state ppid pgrp ...": fields after the last ')'.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let (state, pgrp) = (f.first()?, f.get(2)?.parse::<u32>().ok()?);
+            (pgrp == pgid && *state != "Z").then(|| {
+                let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .unwrap_or_default()
+                    .replace('\0', " ");
+                format!("{pid} {cmd}")
+            })
+        })
+        .collect()
 }
 
 /// A search of `query` in a namespace (and subject, unless empty), 10 hits.
