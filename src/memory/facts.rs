@@ -153,6 +153,26 @@ pub fn plan_put(
     }
 }
 
+/// A turn with its text split into sentences (once, for every rule that
+/// reads the turns a summary folded).
+#[derive(Debug)]
+pub struct SplitTurn<'a> {
+    /// The turn.
+    pub turn: &'a Turn,
+    /// Its content's sentences, slices of it.
+    pub sentences: Vec<&'a str>,
+}
+
+impl<'a> SplitTurn<'a> {
+    /// Splits `turn`.
+    pub fn of(turn: &'a Turn) -> SplitTurn<'a> {
+        SplitTurn {
+            turn,
+            sentences: rules::sentences(&turn.content),
+        }
+    }
+}
+
 /// Candidate facts of a session: the summary's key facts, and the
 /// preferences and "my X is Y" statements of the user turns in `turns`.
 /// Each is a turn's own words and cites that turn.
@@ -161,7 +181,7 @@ pub fn extract(
     subject_id: &str,
     session_id: &str,
     summary: &SessionSummary,
-    turns: &[Turn],
+    turns: &[SplitTurn<'_>],
 ) -> Vec<NewFact> {
     let mut out = Vec::new();
     let mut push = |key: String, text: String, seq: u64| {
@@ -199,10 +219,10 @@ pub fn extract(
         let seq = f.evidence_seqs.first().copied().unwrap_or(0);
         push(String::new(), f.fact.clone(), seq);
     }
-    for t in turns.iter().filter(|t| t.role == Role::User) {
-        for s in rules::sentences(&t.content) {
+    for t in turns.iter().filter(|t| t.turn.role == Role::User) {
+        for s in &t.sentences {
             if let Some((key, text)) = statement(s) {
-                push(key, text, t.seq);
+                push(key, text, t.turn.seq);
             }
         }
     }

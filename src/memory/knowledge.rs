@@ -332,14 +332,17 @@ pub fn after_summary(
     if subject.is_empty() {
         return;
     }
+    // Split once for both rules below (the summarizer split them too, but
+    // keeps its sentences to itself).
+    let split: Vec<facts::SplitTurn<'_>> = new_turns.iter().map(facts::SplitTurn::of).collect();
     if session.settings.fact_extraction {
-        for f in facts::extract(ns, subject, sid, summary, new_turns) {
+        for f in facts::extract(ns, subject, sid, summary, &split) {
             if let Err(e) = put_fact(store, &f) {
                 tracing::warn!(namespace = %ns, session_id = %sid, error = %e, "storing an extracted fact failed");
             }
         }
     }
-    if let Err(e) = close_reported_actions(store, session, new_turns) {
+    if let Err(e) = close_reported_actions(store, session, &split) {
         tracing::warn!(namespace = %ns, session_id = %sid, error = %e, "closing carried actions failed");
     }
     settle_episode(store, ns, sid);
@@ -366,10 +369,14 @@ pub fn settle_episode(store: &dyn Store, ns: &str, session_id: &str) {
 /// completion report in `turns` ("I've issued the refund for ORD-55123")
 /// names: the summarizer's completion rule finds the report, and
 /// `episodes::same_action` matches it to the action.
-fn close_reported_actions(store: &dyn Store, session: &Session, turns: &[Turn]) -> Result<()> {
+fn close_reported_actions(
+    store: &dyn Store,
+    session: &Session,
+    turns: &[facts::SplitTurn<'_>],
+) -> Result<()> {
     let done: Vec<&str> = turns
         .iter()
-        .flat_map(|t| rules::sentences(&t.content))
+        .flat_map(|t| t.sentences.iter().copied())
         .filter(|s| rules::is_completion(s))
         .collect();
     if done.is_empty() {

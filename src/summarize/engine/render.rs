@@ -1,0 +1,291 @@
+//! Rendering the folded state as a `SessionSummary`, and its prose.
+//! Part of the fold: no I/O, no clock.
+
+use super::*;
+
+impl FoldState {
+    // -- rendering ---------------------------------------------------------------
+
+    /// The summary of everything folded so far.
+    pub fn render(&self, ctx: &SummaryContext) -> SessionSummary {
+        let review = |text: &str| ctx.high_risk && rules::is_irreversible(text);
+        let decisions: Vec<Decision> = self
+            .decisions
+            .iter()
+            .map(|d| Decision {
+                requires_human_review: review(&d.decision.decision),
+                ..d.decision.clone()
+            })
+            .collect();
+        let pending_actions: Vec<PendingAction> = self
+            .actions
+            .iter()
+            .map(|a| PendingAction {
+                requires_human_review: review(&a.action),
+                ..a.clone()
+            })
+            .collect();
+        let tool_calls: Vec<ToolCallEntry> = self
+            .tool_calls
+            .iter()
+            .map(|t| ToolCallEntry {
+                requires_human_review: review(&t.tool_name),
+                ..t.clone()
+            })
+            .collect();
+        let requires_human_review = decisions.iter().any(|d| d.requires_human_review)
+            || pending_actions.iter().any(|a| a.requires_human_review)
+            || tool_calls.iter().any(|t| t.requires_human_review);
+
+        let (topics, weights) = self.topic_segments();
+        let topic = weights
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+            .and_then(|(i, _)| topics.get(i))
+            .map(|t| t.topic.clone())
+            .unwrap_or_default();
+
+        let mut stale: Vec<String> = Vec::new();
+        for a in self.artifacts.iter().filter(|a| a.expiry_seq != 0) {
+            if !stale.contains(&a.artifact_id) {
+                stale.push(a.artifact_id.clone());
+            }
+        }
+        let budget = i64::try_from(ctx.context_limit_tokens)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(i64::try_from(ctx.bundle_tokens).unwrap_or(i64::MAX));
+
+        let (user_intent, user_intent_seq) = self.user_intent.clone().unwrap_or_default();
+        let outcome = self.outcome();
+        let duration_ns = match (self.first_time, self.last_time) {
+            (Some(a), Some(b)) => b.saturating_sub(a).max(0),
+            _ => 0,
+        };
+        let mut summary = SessionSummary {
+            user_intent,
+            user_intent_seq,
+            topic,
+            outcome,
+            decisions,
+            pending_actions,
+            open_questions: self.questions.clone(),
+            key_facts: self.facts.clone(),
+            tool_calls,
+            artifacts: self.artifacts.clone(),
+            context_health: ContextHealth {
+                stale_artifacts: stale,
+                missing_dependencies: self.missing_dependencies(),
+                budget_remaining_tokens: budget,
+            },
+            truncated: self.truncation_note(),
+            errors_and_anomalies: self.anomalies.clone(),
+            unresolved_conflicts: self.conflicts.iter().map(|c| c.conflict.clone()).collect(),
+            participants: self.participants.clone(),
+            topics,
+            prose: String::new(),
+            covers_through_seq: self.last_seq,
+            version: ctx.version,
+            trigger: ctx.trigger,
+            created_at: ctx.now,
+            duration_seconds: u64::try_from(duration_ns / 1_000_000_000).unwrap_or(0),
+            total_turns: self.total_turns,
+            requires_human_review,
+        };
+        summary.prose = prose(&summary);
+        summary
+    }
+
+    pub(super) fn topic_segments(&self) -> (Vec<TopicSegment>, Vec<u32>) {
+        let mut topics = self.topics.clone();
+        let mut weights = self.topic_weights.clone();
+        if let Some(open) = &self.open_topic {
+            // Turns of an unconfirmed shift still belong to the open topic.
+            let mut view = open.clone();
+            for c in std::mem::take(&mut view.candidate) {
+                view.absorb(c);
+            }
+            topics.push(view.segment());
+            weights.push(view.substantive);
+        }
+        (topics, weights)
+    }
+
+    pub(super) fn outcome(&self) -> Outcome {
+        let open_actions = self
+            .actions
+            .iter()
+            .filter(|a| a.status != ActionStatus::Done)
+            .count();
+        let open = open_actions + self.questions.len();
+        let resolved =
+            self.last_resolution_seq > 0 && self.last_resolution_seq >= self.last_complaint_seq;
+        let closing = self
+            .closing_conv_index
+            .is_some_and(|c| self.conv_index.saturating_sub(c) <= 2);
+        if resolved && open == 0 {
+            Outcome::Resolved
+        } else if !self.actions.is_empty() && open == 0 {
+            Outcome::Completed
+        } else if open > 0 && closing {
+            Outcome::UnresolvedFollowUp
+        } else {
+            Outcome::InProgress
+        }
+    }
+
+    /// Dependencies of open actions that nothing done satisfies: no DONE
+    /// action, completion statement, successful tool or artifact covers at
+    /// least half of the dependency's words (or names it).
+    pub(super) fn missing_dependencies(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for a in self
+            .actions
+            .iter()
+            .filter(|a| a.status != ActionStatus::Done)
+        {
+            for d in &a.depends_on {
+                let dw = rules::content_words(d);
+                let lower = d.to_lowercase();
+                let covered = |w: &BTreeSet<String>| rules::overlap(&dw, w) >= 0.5;
+                let satisfied = dw.is_empty()
+                    || self
+                        .actions
+                        .iter()
+                        .filter(|x| x.status == ActionStatus::Done)
+                        .any(|x| covered(&rules::content_words(&x.action)))
+                    || self
+                        .completions
+                        .iter()
+                        .any(|c| covered(&c.iter().cloned().collect()))
+                    || self
+                        .successful_tools
+                        .iter()
+                        .any(|t| covered(&tool_words(t)))
+                    || self
+                        .artifacts
+                        .iter()
+                        .any(|x| lower.contains(&x.artifact_id.to_lowercase()));
+                if !satisfied && !out.contains(d) {
+                    out.push(d.clone());
+                }
+            }
+        }
+        out
+    }
+
+    pub(super) fn truncation_note(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if self.oversized_count > 0 {
+            let listed: Vec<String> = self
+                .oversized
+                .iter()
+                .map(|(s, b)| format!("turn {s} ({b} bytes)"))
+                .collect();
+            let more = self
+                .oversized_count
+                .saturating_sub(self.oversized.len() as u64);
+            let tail = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            parts.push(format!(
+                "only the first {MAX_ANALYSED_BYTES} bytes of {}{tail} were analysed",
+                listed.join(", ")
+            ));
+        }
+        for (section, n) in &self.dropped {
+            parts.push(format!("{n} {section} not kept (bound reached)"));
+        }
+        parts.join("; ")
+    }
+}
+
+/// One to three sentences built only from the summary's items: the user's
+/// intent (quoted), counts (in words, so no number appears that no turn
+/// contains) and the most pressing open action or question (quoted).
+pub(super) fn prose(s: &SessionSummary) -> String {
+    // Quotes end the sentence themselves when they end with a mark.
+    let quoted = |text: &str| {
+        let q = rules::clip(text, 200);
+        let end = if q.ends_with(['.', '?', '!', '…']) {
+            ""
+        } else {
+            "."
+        };
+        format!("\"{q}\"{end}")
+    };
+    let mut out: Vec<String> = Vec::new();
+    if !s.user_intent.is_empty() {
+        out.push(format!("The user asked: {}", quoted(&s.user_intent)));
+    }
+    let open = s
+        .pending_actions
+        .iter()
+        .filter(|a| a.status != ActionStatus::Done)
+        .count() as u64;
+    let done = s.pending_actions.len() as u64 - open;
+    let count = |n: u64, one: &str, many: &str| {
+        (n > 0).then(|| {
+            format!(
+                "{} {}",
+                rules::number_words(n),
+                if n == 1 { one } else { many }
+            )
+        })
+    };
+    let mut counts: Vec<String> = [
+        count(s.decisions.len() as u64, "decision", "decisions"),
+        count(open, "open action", "open actions"),
+        count(done, "done action", "done actions"),
+        count(
+            s.open_questions.len() as u64,
+            "open question",
+            "open questions",
+        ),
+        count(
+            s.errors_and_anomalies.len() as u64,
+            "tool error",
+            "tool errors",
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let status = match s.outcome {
+        Outcome::InProgress => "in progress",
+        Outcome::Resolved => "resolved",
+        Outcome::UnresolvedFollowUp => "unresolved, follow-up needed",
+        Outcome::Completed => "completed",
+    };
+    out.push(match counts.pop() {
+        None => format!("Status: {status}, nothing decided or pending."),
+        Some(last) if counts.is_empty() => format!("Status: {status}, with {last}."),
+        Some(last) => format!("Status: {status}, with {} and {last}.", counts.join(", ")),
+    });
+    let rank = |p: Priority| match p {
+        Priority::High => 0,
+        Priority::Medium => 1,
+        Priority::Low => 2,
+    };
+    let pressing = s
+        .pending_actions
+        .iter()
+        .filter(|a| a.status != ActionStatus::Done)
+        .min_by_key(|a| rank(a.priority));
+    if let Some(a) = pressing {
+        out.push(format!(
+            "Most pressing action ({}): {}",
+            a.owner,
+            quoted(&a.action)
+        ));
+    } else if let Some(q) = s.open_questions.first() {
+        out.push(format!(
+            "Open question from {}: {}",
+            q.asked_by,
+            quoted(&q.question)
+        ));
+    }
+    out.join(" ")
+}

@@ -1,0 +1,588 @@
+//! Actions and owners: commitments, their owners, deadlines and priorities.
+//! Pure functions of their input; they return slices of it, never new text.
+
+use super::*;
+
+/// Who owns an action, as far as the sentence tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnerCue {
+    /// The speaker ("I will…", "we'll…").
+    Speaker,
+    /// The person spoken to, not named ("can you…", "please…").
+    Addressee,
+    /// Named: a vocative ("Bob, can you…"), a mention ("@bob") or a known
+    /// participant as subject ("Alice will…", "Alice to…"). The name as
+    /// written, or the participant id when it matches one.
+    Named(String),
+    /// Nobody ("next step is…", "waiting for…").
+    Unassigned,
+}
+
+/// Verbs of a request that asks for information, not work: "can you tell
+/// me…?" is a question; "can you send the file?" is an action.
+pub(crate) const INFO_VERBS: &[&str] = &[
+    "tell", "give", "confirm", "provide", "share", "clarify", "explain", "describe", "specify",
+    "remind", "advise", "let", "repeat", "spell", "help", "say", "answer",
+];
+
+/// Verbs after "please" that ask for patience, not work.
+pub(crate) const NON_TASK_VERBS: &[&str] = &[
+    "let", "note", "hold", "wait", "be", "feel", "see", "accept", "allow", "bear", "find", "stand",
+    "keep", "enjoy",
+];
+
+/// Words that start sentences with a comma but are not names.
+pub(crate) const DISCOURSE_WORDS: &[&str] = &[
+    "yes",
+    "no",
+    "ok",
+    "okay",
+    "sure",
+    "thanks",
+    "well",
+    "also",
+    "so",
+    "actually",
+    "hi",
+    "hello",
+    "hey",
+    "great",
+    "alright",
+    "right",
+    "now",
+    "then",
+    "first",
+    "next",
+    "finally",
+    "please",
+    "however",
+    "otherwise",
+    "fine",
+    "perfect",
+    "cool",
+    "agreed",
+    "done",
+    "honestly",
+    "unfortunately",
+    "sorry",
+    "besides",
+    "again",
+    "anyway",
+    "yeah",
+    "yep",
+    "nope",
+    "oh",
+    "um",
+    "uh",
+    "wait",
+    "look",
+    "listen",
+    "good",
+    "today",
+    "tomorrow",
+    "meanwhile",
+    "instead",
+    "awesome",
+    "understood",
+    "noted",
+    "sounds",
+    "got",
+    "sir",
+    "madam",
+    "team",
+    "everyone",
+    "all",
+    "guys",
+    "folks",
+    "friends",
+    "note",
+    "btw",
+    "thank",
+    "but",
+    "and",
+    "or",
+    "if",
+    "once",
+    "when",
+];
+
+/// Resolves a written name to a participant id (case-insensitive; also
+/// "bob" for "bob.smith" or "bob-7"), or returns it as written.
+pub fn resolve_name(name: &str, participants: &[String]) -> String {
+    let lower = name.trim_start_matches('@').to_lowercase();
+    for p in participants {
+        let pl = p.to_lowercase();
+        if pl == lower {
+            return p.clone();
+        }
+    }
+    for p in participants {
+        let pl = p.to_lowercase();
+        if pl.starts_with(&lower) && pl[lower.len()..].starts_with(|c: char| !c.is_alphanumeric()) {
+            return p.clone();
+        }
+    }
+    name.trim_start_matches('@').to_string()
+}
+
+pub(crate) fn matches_participant(name: &str, participants: &[String]) -> bool {
+    let lower = name.to_lowercase();
+    participants.iter().any(|p| {
+        let pl = p.to_lowercase();
+        pl == lower
+            || pl.starts_with(&lower)
+                && pl[lower.len()..].starts_with(|c: char| !c.is_alphanumeric())
+    })
+}
+
+/// A vocative at the start of a sentence: one or two capitalized words
+/// (or an "@name") before the first comma, after an optional greeting
+/// ("Hey Bob, …"). Returns the name and the rest of the sentence.
+pub(crate) fn vocative(sentence: &str) -> Option<(&str, &str)> {
+    let s = sentence.trim();
+    let comma = s.find(',')?;
+    let mut head = s[..comma].trim();
+    for g in ["Hey ", "Hi ", "Hello ", "OK ", "Ok ", "Okay ", "So "] {
+        if let Some(rest) = head.strip_prefix(g) {
+            head = rest.trim();
+        }
+    }
+    let parts: Vec<&str> = head.split_whitespace().collect();
+    let name_like = |w: &str| {
+        w.chars()
+            .next()
+            .is_some_and(|c| c.is_uppercase() || c == '@')
+            && w.chars()
+                .all(|c| c.is_alphanumeric() || "-_.@'".contains(c))
+            && !DISCOURSE_WORDS.contains(&w.trim_start_matches('@').to_lowercase().as_str())
+    };
+    ((1..=2).contains(&parts.len()) && parts.iter().all(|w| name_like(w)))
+        .then(|| (head.trim_start_matches('@'), &s[comma + 1..]))
+}
+
+/// The first "@name" mention of a sentence, without the '@'.
+pub(crate) fn mention(sentence: &str) -> Option<&str> {
+    sentence.split_whitespace().find_map(|tok| {
+        let name = tok
+            .strip_prefix('@')?
+            .trim_end_matches(|c: char| !c.is_alphanumeric());
+        (!name.is_empty() && !name.contains('@')).then_some(name)
+    })
+}
+
+/// The name a sentence addresses: "Bob, can you…", "Hey Bob, please…",
+/// or an "@bob" mention anywhere. Returns the name as written (without
+/// the '@').
+pub fn addressed_name(sentence: &str) -> Option<&str> {
+    vocative(sentence)
+        .map(|(name, _)| name)
+        .or_else(|| mention(sentence))
+}
+
+/// The request in a sentence ("can you…", "could you…", "please…"),
+/// unless it only asks for information. Returns who is asked.
+pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
+    // Skip a vocative so "Bob, can you…" reads as "can you…".
+    let (named, body) = match vocative(sentence) {
+        Some((name, rest)) => (Some(name), rest),
+        // "@bob please…": the mention leads like a vocative.
+        None => match sentence.trim_start().strip_prefix('@') {
+            Some(rest) => (
+                mention(sentence),
+                rest.split_once(' ').map_or("", |(_, r)| r),
+            ),
+            None => (mention(sentence), sentence),
+        },
+    };
+    let body_words = words(body);
+    let w = |i: usize| body_words.get(i).map_or("", String::as_str);
+    let verb_at = match (w(0), w(1)) {
+        ("can" | "could" | "would" | "will", "you" | "u") => 2,
+        ("can" | "could", "someone" | "anyone" | "somebody") => 2,
+        ("please", _) => 1,
+        // "Raj, add the index…": a name, then a bare verb.
+        (first, _) if named.is_some() && vocative(sentence).is_some() && !first.is_empty() => {
+            if is_stopword(first) || first.ends_with("ing") || first.ends_with("ed") {
+                return None;
+            }
+            0
+        }
+        _ => return None,
+    };
+    // "could you please send" → the verb after "please".
+    let verb_at = if w(verb_at) == "please" {
+        verb_at + 1
+    } else {
+        verb_at
+    };
+    let verb = w(verb_at);
+    if verb.is_empty() || INFO_VERBS.contains(&verb) || has_negation(n) {
+        return None;
+    }
+    if w(0) == "please" && NON_TASK_VERBS.contains(&verb) {
+        return None;
+    }
+    // "Can you see the charge?" asks about a state, not for work.
+    if [
+        "see", "hear", "be", "believe", "imagine", "access", "remember", "read",
+    ]
+    .contains(&verb)
+    {
+        return None;
+    }
+    if matches!(w(1), "someone" | "anyone" | "somebody") {
+        return Some(OwnerCue::Unassigned);
+    }
+    Some(match named {
+        Some(name) => OwnerCue::Named(name.to_string()),
+        None => OwnerCue::Addressee,
+    })
+}
+
+pub(crate) const COMMITMENTS: &[&str] = &[
+    "i will",
+    "i'll",
+    "i'm going to",
+    "i am going to",
+    "i'm gonna",
+    "i shall",
+    "we will",
+    "we'll",
+    "we're going to",
+    "we are going to",
+    "let me",
+    "i need to",
+    "we need to",
+    "you need to",
+    "need to",
+    "needs to",
+    "will follow up",
+    "follow up",
+    "get back to",
+    "waiting for",
+    "waiting on",
+    "next step",
+    "next steps",
+    "action item",
+    "todo",
+    "to do",
+    "i'll check",
+    "let's schedule",
+    "let's meet",
+    "let's set up",
+    "let's plan",
+    "let's review",
+    "let's sync",
+    "let's follow up",
+    "let's circle back",
+];
+
+pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
+    let Some(pos) = n.find_any(COMMITMENTS) else {
+        return false;
+    };
+    // "let me know" asks the other party for information.
+    if n.has("let me know") && n.find("let me know") == Some(pos) {
+        return false;
+    }
+    // "I won't", "we will not" — a refusal is not a commitment.
+    if n.has_any(&[
+        "won't",
+        "will not",
+        "not going to",
+        "don't need to",
+        "no need to",
+        "will never",
+    ]) {
+        return false;
+    }
+    // A commitment to decide ("we'll use Postgres") is a decision.
+    if is_decision_norm(n) {
+        return false;
+    }
+    true
+}
+
+/// Whether a sentence commits someone to do something.
+pub fn is_commitment(sentence: &str) -> bool {
+    is_commitment_norm(&Norm::new(sentence))
+}
+
+/// A pending action found in a sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionCue {
+    /// Who owns it.
+    pub owner: OwnerCue,
+}
+
+/// The pending action in a sentence, if it commits someone ("I'll check
+/// the log", "will follow up", "get back to you", "waiting for…", "next
+/// step…", "need to…") or asks someone for work ("Bob, can you send the
+/// deck?", "please restart the router"). Questions that only ask for
+/// information, refusals and bare acceptances ("Will do.") are not actions.
+/// `participants` are the known speaker ids, to recognise "Alice will…".
+pub fn action_cue(sentence: &str, participants: &[String]) -> Option<ActionCue> {
+    let n = Norm::new(sentence);
+    if let Some(owner) = request(sentence, &n) {
+        let owner = match owner {
+            OwnerCue::Named(name) => OwnerCue::Named(resolve_name(&name, participants)),
+            o => o,
+        };
+        return Some(ActionCue { owner });
+    }
+    if is_question_norm(sentence, &n) {
+        return None;
+    }
+    if let Some(owner) = participant_subject(sentence, &n, participants) {
+        if !has_negation(&n) && !is_decision_norm(&n) && n.words.len() > 2 {
+            return Some(ActionCue { owner });
+        }
+    }
+    if !is_commitment_norm(&n) {
+        return None;
+    }
+    // A bare acceptance carries no action of its own.
+    let cue_words: BTreeSet<&str> = [
+        "will", "do", "follow", "up", "get", "back", "need", "needs", "next", "step", "steps",
+        "waiting", "action", "item", "todo", "going", "let", "check", "sure",
+    ]
+    .into_iter()
+    .collect();
+    let substantive = content_words(sentence)
+        .iter()
+        .any(|w| !cue_words.contains(w.as_str()) || w == "check");
+    if !substantive && !n.has_any(&["i'll check", "get back to", "follow up", "let me check"]) {
+        return None;
+    }
+    let owner = owner_of_commitment(sentence, &n, participants);
+    Some(ActionCue { owner })
+}
+
+/// "Alice will…", "Alice to draft…", "Alice needs to…": a known
+/// participant as the subject. Unknown capitalized words are not taken:
+/// they are too often nouns ("Refund will be processed").
+pub(crate) fn participant_subject(
+    sentence: &str,
+    n: &Norm,
+    participants: &[String],
+) -> Option<OwnerCue> {
+    let first = sentence
+        .trim_start_matches(|c: char| !c.is_alphanumeric() && c != '@')
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+        .next()
+        .unwrap_or("");
+    let first_lower = first.trim_start_matches('@').to_lowercase();
+    let second = n.words.get(1).map_or("", String::as_str);
+    (!first.is_empty()
+        && matches_participant(first.trim_start_matches('@'), participants)
+        && !is_stopword(&first_lower)
+        && matches!(second, "will" | "to" | "needs" | "is" | "should" | "must"))
+    .then(|| OwnerCue::Named(resolve_name(first, participants)))
+}
+
+pub(crate) fn owner_of_commitment(sentence: &str, n: &Norm, participants: &[String]) -> OwnerCue {
+    if let Some(name) = addressed_name(sentence) {
+        if sentence.contains(&format!("@{name}")) || matches_participant(name, participants) {
+            return OwnerCue::Named(resolve_name(name, participants));
+        }
+    }
+    if let Some(owner) = participant_subject(sentence, n, participants) {
+        return owner;
+    }
+    let first_person = [
+        "i", "i'll", "i'm", "i've", "we", "we'll", "we're", "let", "i'd",
+    ];
+    if n.has_any(&[
+        "you need to",
+        "you'll need to",
+        "you will need to",
+        "you should",
+    ]) {
+        return OwnerCue::Addressee;
+    }
+    if n.words.iter().any(|w| first_person.contains(&w.as_str()))
+        && !n.has("let me know")
+        && !n.has("let's")
+    {
+        return OwnerCue::Speaker;
+    }
+    OwnerCue::Unassigned
+}
+
+/// Splits a sentence addressed to several people into one clause each:
+/// "Marco, please prepare X, and Lee, rerun Y" → two clauses. A clause
+/// break is ", and " or "; " followed by a vocative; otherwise the
+/// sentence is one clause. Clauses are slices of the sentence.
+pub fn clauses(sentence: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut search = 0;
+    while let Some((at, sep)) = [", and ", "; and ", "; "]
+        .iter()
+        .filter_map(|sep| sentence[search..].find(sep).map(|i| (search + i, *sep)))
+        .min()
+    {
+        let rest = &sentence[at + sep.len()..];
+        if vocative(rest).is_some() {
+            out.push(sentence[start..at].trim());
+            start = at + sep.len();
+        }
+        search = at + sep.len();
+    }
+    out.push(sentence[start..].trim());
+    out.retain(|c| !c.is_empty());
+    out
+}
+
+/// Whether a sentence accepts or starts work without naming it ("Will
+/// do.", "On it.", "Working on it."): the speaker's latest action is now in
+/// progress.
+pub fn is_acceptance(sentence: &str) -> bool {
+    is_acceptance_n(sentence, &Norm::new(sentence))
+}
+
+pub(crate) fn is_acceptance_n(sentence: &str, n: &Norm) -> bool {
+    !is_question_norm(sentence, n)
+        && !has_negation(n)
+        && (is_started_n(n)
+            || n.has_any(&[
+                "will do",
+                "i'll do it",
+                "i'll do that",
+                "i'll take care of it",
+                "i'll handle it",
+                "i'll look into it",
+            ]))
+}
+
+/// Whether an acceptance says the work has started ("On it", "Working on
+/// it"), not only that it will be done ("Will do" keeps it PENDING).
+pub fn is_started(sentence: &str) -> bool {
+    is_started_n(&Norm::new(sentence))
+}
+
+pub(crate) fn is_started_n(n: &Norm) -> bool {
+    n.has_any(&[
+        "on it",
+        "i'm on it",
+        "working on it",
+        "in progress",
+        "started on",
+        "starting on",
+        "looking into it",
+        "started working",
+    ])
+}
+
+/// What an action waits for: the clause after "after", "once", "waiting
+/// for/on", "depends on", "blocked by/on", "as soon as", "pending" — a
+/// slice of the sentence up to the next comma or end, at most eight words.
+pub fn depends_on(sentence: &str) -> Vec<&str> {
+    const MARKERS: &[&str] = &[
+        "waiting for",
+        "waiting on",
+        "depends on",
+        "blocked by",
+        "blocked on",
+        "as soon as",
+        "once",
+        "after",
+        "pending",
+    ];
+    let lower = sentence.to_lowercase();
+    // Lower-casing may change byte lengths for some scripts; then offsets
+    // would not line up, so only work on text where they match.
+    if lower.len() != sentence.len() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for m in MARKERS {
+        let mut from = 0;
+        while let Some(i) = lower[from..].find(m) {
+            let at = from + i;
+            from = at + m.len();
+            let before_ok = at == 0 || !lower.as_bytes()[at - 1].is_ascii_alphanumeric();
+            let after_ok = lower
+                .as_bytes()
+                .get(at + m.len())
+                .is_some_and(|b| *b == b' ');
+            if !before_ok || !after_ok {
+                continue;
+            }
+            let rest = &sentence[at + m.len()..];
+            let end = rest
+                .find([',', ';', '.', '!', '?'])
+                .map_or(rest.len(), |e| {
+                    // Keep dots inside tokens ("v1.2", "$49.99").
+                    let mut e = e;
+                    while rest.as_bytes().get(e) == Some(&b'.')
+                        && rest
+                            .as_bytes()
+                            .get(e + 1)
+                            .is_some_and(|b| !b.is_ascii_whitespace())
+                    {
+                        e = rest[e + 1..]
+                            .find([',', ';', '.', '!', '?'])
+                            .map_or(rest.len(), |x| e + 1 + x);
+                    }
+                    e
+                });
+            let clause = rest[..end].trim();
+            let clause = if clause.split_whitespace().count() > 8 {
+                let mut idx = clause.len();
+                for (k, (i, _)) in clause.match_indices(' ').enumerate() {
+                    if k == 7 {
+                        idx = i;
+                        break;
+                    }
+                }
+                &clause[..idx]
+            } else {
+                clause
+            };
+            // "after that" / "once done" name nothing.
+            if !content_words(clause).is_empty() && !out.contains(&clause) {
+                out.push(clause);
+            }
+        }
+    }
+    out
+}
+
+/// Priority words: "urgent", "asap", "critical", "blocking" → HIGH; "when
+/// you can", "low priority", "nice to have" → LOW; else MEDIUM.
+pub fn priority(text: &str) -> Priority {
+    let n = Norm::new(text);
+    if n.has_any(&[
+        "urgent",
+        "urgently",
+        "asap",
+        "critical",
+        "blocking",
+        "blocker",
+        "immediately",
+        "high priority",
+        "right away",
+        "p0",
+        "p1",
+        "emergency",
+        "top priority",
+    ]) {
+        Priority::High
+    } else if n.has_any(&[
+        "when you can",
+        "low priority",
+        "nice to have",
+        "no rush",
+        "whenever",
+        "eventually",
+        "if you have time",
+        "not urgent",
+        "someday",
+        "p3",
+    ]) {
+        Priority::Low
+    } else {
+        Priority::Medium
+    }
+}

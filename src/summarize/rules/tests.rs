@@ -1,0 +1,380 @@
+//! Unit tests of the rules, rule by rule.
+
+use super::*;
+
+/// 2026-03-17 10:00 UTC, a Tuesday.
+const TUE: UnixNanos = 1_773_741_600 * 1_000_000_000;
+
+fn names(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn dates_round_trip_and_weekday() {
+    assert_eq!(format_day(day_of(TUE)), "2026-03-17");
+    assert_eq!(weekday(day_of(TUE)), 1);
+    for z in [-800_000, -1, 0, 59, 365, 11_016, 20_529, 2_932_896] {
+        let (y, m, d) = civil_from_days(z);
+        assert_eq!(days_from_civil(y, m, d), z);
+    }
+    assert_eq!(
+        days_from_civil(2000, 3, 1) - days_from_civil(2000, 2, 28),
+        2
+    );
+    assert_eq!(format_day(day_of(-1)), "1969-12-31");
+}
+
+#[test]
+fn sentences_split_on_end_marks_not_inside_tokens() {
+    let s = sentences(
+        "Refund of $49.99 sent to a@b.com. See https://x.io/a.b! Ok?\nNext line e.g. this",
+    );
+    assert_eq!(
+        s,
+        vec![
+            "Refund of $49.99 sent to a@b.com.",
+            "See https://x.io/a.b!",
+            "Ok?",
+            "Next line e.g. this"
+        ]
+    );
+}
+
+#[test]
+fn entities_are_classified() {
+    let e = entities("Order ORD-9921 ($49.99) on 2026-03-20, email bob@x.com, see https://a.io/x. File src/main.rs and report.pdf; 3-5 days, 1,000 units, order_id");
+    let got: Vec<(EntityKind, &str)> = e.iter().map(|e| (e.kind, e.text)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (EntityKind::Identifier, "ORD-9921"),
+            (EntityKind::Amount, "$49.99"),
+            (EntityKind::Date, "2026-03-20"),
+            (EntityKind::Email, "bob@x.com"),
+            (EntityKind::Url, "https://a.io/x"),
+            (EntityKind::Path, "src/main.rs"),
+            (EntityKind::Path, "report.pdf"),
+            (EntityKind::Number, "3-5"),
+            (EntityKind::Number, "1,000"),
+            (EntityKind::Code, "order_id"),
+        ]
+    );
+    assert!(entities("Hello there, nothing here.").is_empty());
+    assert_eq!(
+        entities("Connect to vpn.acme-corp.com now")[0].kind,
+        EntityKind::Url
+    );
+    assert!(entities("See e.g. this").is_empty());
+}
+
+#[test]
+fn fact_entities_skip_small_counts() {
+    assert!(has_fact_entity("Charged twice for ORD-9921"));
+    assert!(has_fact_entity("Meeting on March 20"));
+    assert!(has_fact_entity("It costs $5"));
+    assert!(!has_fact_entity("I have 2 questions"));
+}
+
+#[test]
+fn classifier_per_kind() {
+    use TurnKind::*;
+    let cases = [
+        ("Hello!", Greeting),
+        ("Good morning team", Greeting),
+        ("What is the refund status?", Question),
+        ("The charge was posted on Monday.", Answer),
+        ("I'll check the payment log and get back to you.", Action),
+        ("I've processed the refund.", Action),
+        (
+            "We decided to use Postgres because it is cheaper.",
+            Decision,
+        ),
+        ("I was charged twice, this is wrong.", Complaint),
+        ("Thank you, that solves my issue.", Resolution),
+        ("Thanks!", SmallTalk),
+        ("Can you send me the invoice?", Action),
+        ("Can you tell me the order number?", Question),
+        ("Is it fixed?", Question),
+        ("Hi, I have a billing problem", Complaint),
+    ];
+    for (s, k) in cases {
+        assert_eq!(classify_sentence(s), k, "{s}");
+    }
+    assert!(Decision.importance(false) > Answer.importance(false));
+    assert!(Answer.importance(true) >= KEY_POINT_IMPORTANCE);
+    assert!(SmallTalk.importance(true) < KEY_POINT_IMPORTANCE);
+    let (kind, all) = classify_text("Hi! I was charged twice. Thanks.");
+    assert_eq!(kind, Complaint);
+    assert_eq!(all.len(), 3);
+}
+
+#[test]
+fn key_point_filters_filler_and_near_duplicates() {
+    assert!(is_filler("ok thanks"));
+    assert!(is_filler("Um."));
+    assert!(!is_filler("The refund is $49.99"));
+    assert_eq!(
+        trim_filler("Um, well, so basically the card failed"),
+        "the card failed"
+    );
+    assert_eq!(trim_filler("Hi there, I need help"), "I need help");
+    assert_eq!(trim_filler("Hill climbing"), "Hill climbing");
+    assert!(is_near_duplicate(
+        "the refund was processed today",
+        "The refund was processed today, thanks"
+    ));
+    assert!(!is_near_duplicate(
+        "the refund was processed",
+        "we shipped the new router"
+    ));
+}
+
+#[test]
+fn clip_cuts_at_words_and_keeps_identifiers() {
+    assert_eq!(clip("short", 10), "short");
+    assert_eq!(clip("alpha beta gamma delta", 12), "alpha beta…");
+    let url = format!(
+        "see {}",
+        "https://example.com/".to_string() + &"a".repeat(30)
+    );
+    let c = clip(&url, 20);
+    assert!(c.contains(&url[4..]), "identifier kept whole: {c}");
+    let long = "x".repeat(500);
+    assert_eq!(clip(&long, 10).chars().count(), 10);
+    assert_eq!(prefix_bytes("héllo", 2), "h");
+    assert_eq!(shorten("alpha beta gamma delta", 12), "alpha beta…");
+    assert_eq!(shorten(&"é".repeat(50), 10).chars().count(), 10);
+    assert_eq!(shorten("short", 10), "short");
+}
+
+#[test]
+fn questions_and_answers() {
+    assert!(is_question("When will the refund arrive"));
+    assert!(is_question("Do you have the order id"));
+    assert!(!is_question("Do it now."));
+    assert!(!is_question("What a day."));
+    assert!(is_open_question("Which card was charged?"));
+    assert!(!is_open_question("How are you?"));
+    assert!(!is_open_question("Anything else I can help with?"));
+    assert!(!is_open_question("Can you send the report?"));
+    assert!(is_answer_like("It was the Visa card."));
+    assert!(is_answer_like("Yes."));
+    assert!(!is_answer_like("Let me check."));
+    assert!(!is_answer_like("Thanks!"));
+}
+
+#[test]
+fn actions_and_owners() {
+    let p = names(&["alice", "bob", "agent-7"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    assert_eq!(o("I'll check the payment log."), Some(OwnerCue::Speaker));
+    assert_eq!(o("We will follow up by email."), Some(OwnerCue::Speaker));
+    assert_eq!(
+        o("Bob, can you send the deck by Friday?"),
+        Some(OwnerCue::Named("bob".into()))
+    );
+    assert_eq!(
+        o("@alice please review the PR"),
+        Some(OwnerCue::Named("alice".into()))
+    );
+    assert_eq!(
+        o("Carol, please update the wiki."),
+        Some(OwnerCue::Named("Carol".into()))
+    );
+    assert_eq!(
+        o("Alice will draft the spec."),
+        Some(OwnerCue::Named("alice".into()))
+    );
+    assert_eq!(o("Can you restart the router?"), Some(OwnerCue::Addressee));
+    assert_eq!(
+        o("Next step is to migrate the database."),
+        Some(OwnerCue::Unassigned)
+    );
+    assert_eq!(
+        o("Waiting for the bank to confirm."),
+        Some(OwnerCue::Unassigned)
+    );
+    assert_eq!(
+        o("You need to reset your password."),
+        Some(OwnerCue::Addressee)
+    );
+    assert_eq!(o("Can you tell me your order number?"), None);
+    assert_eq!(o("I won't be able to do that."), None);
+    assert_eq!(o("Will do."), None);
+    assert_eq!(o("Please let me know."), None);
+    assert_eq!(o("The refund will be processed."), None);
+    assert_eq!(o("We'll use Postgres."), None);
+    assert!(is_acceptance("Sure, will do."));
+    assert!(!is_started("Sure, will do."));
+    assert!(is_started("On it!"));
+    assert_eq!(
+        o("Raj, add the index by Thursday."),
+        Some(OwnerCue::Named("Raj".into()))
+    );
+    assert_eq!(o("Bob, good question."), None);
+    assert_eq!(
+        clauses("Marco, please prepare the request by Thursday, and Lee, rerun the test."),
+        vec![
+            "Marco, please prepare the request by Thursday",
+            "Lee, rerun the test."
+        ]
+    );
+    assert_eq!(
+        clauses("Red, green, and blue."),
+        vec!["Red, green, and blue."]
+    );
+    assert!(is_acceptance("On it!"));
+}
+
+#[test]
+fn addressed_names() {
+    assert_eq!(addressed_name("Bob, can you check?"), Some("Bob"));
+    assert_eq!(addressed_name("Hey Bob, please check"), Some("Bob"));
+    assert_eq!(addressed_name("Thanks, I will"), None);
+    assert_eq!(addressed_name("ping @carol about it"), Some("carol"));
+    assert_eq!(resolve_name("Bob", &names(&["bob.smith"])), "bob.smith");
+    assert_eq!(resolve_name("Dana", &names(&["bob"])), "Dana");
+}
+
+#[test]
+fn deadlines_resolve_against_turn_time() {
+    let d = |s: &str| deadline(s, TUE);
+    assert_eq!(d("by 2026-04-01"), Some("2026-04-01".into()));
+    assert_eq!(d("today"), Some("2026-03-17".into()));
+    assert_eq!(d("by tomorrow"), Some("2026-03-18".into()));
+    assert_eq!(d("the day after tomorrow"), Some("2026-03-19".into()));
+    assert_eq!(d("by Friday"), Some("2026-03-20".into()));
+    assert_eq!(d("on Tuesday"), Some("2026-03-24".into()));
+    assert_eq!(d("this Tuesday"), Some("2026-03-17".into()));
+    assert_eq!(d("next Monday"), Some("2026-03-23".into()));
+    assert_eq!(d("next Friday"), Some("2026-03-27".into()));
+    assert_eq!(d("in 3 days"), Some("2026-03-20".into()));
+    assert_eq!(d("within two weeks"), Some("2026-03-31".into()));
+    assert_eq!(d("in 5 business days"), Some("2026-03-24".into()));
+    assert_eq!(d("by end of week"), Some("2026-03-20".into()));
+    assert_eq!(d("by the end of the month"), Some("2026-03-31".into()));
+    assert_eq!(d("by March 20"), Some("2026-03-20".into()));
+    assert_eq!(d("by 2nd of April"), Some("2026-04-02".into()));
+    assert_eq!(
+        d("on March 3"),
+        Some("2027-03-03".into()),
+        "past month-day rolls over"
+    );
+    assert_eq!(d("on February 30"), None);
+    assert_eq!(d("no date here"), None);
+    assert_eq!(
+        deadlines("today or 2026-05-01", TUE),
+        vec!["2026-03-17", "2026-05-01"]
+    );
+}
+
+#[test]
+fn decisions_rationale_reversal_agreement() {
+    assert!(is_decision("We decided to use Postgres."));
+    assert!(is_decision("Let's go with the annual plan."));
+    assert!(is_decision("Final decision: ship on Monday."));
+    assert!(is_decision("I approve the refund."));
+    assert!(!is_decision("Did we decide?"));
+    assert!(!is_decision("No decision yet."));
+    assert!(!is_decision("I'll send it once the refund is approved."));
+    assert!(!is_decision("Agreed."));
+    assert_eq!(
+        rationale("We'll use Postgres because it is cheaper."),
+        Some("because it is cheaper")
+    );
+    assert_eq!(
+        rationale("Let's use S3 so that backups are cheap"),
+        Some("so that backups are cheap")
+    );
+    assert_eq!(rationale("We decided since Monday to wait"), None);
+    assert!(is_reason("Because the vendor raised prices."));
+    assert!(is_reversal("Actually, let's not use Redis."));
+    assert!(is_reversal("Let's go with MySQL instead."));
+    assert!(is_reversal("Scratch that."));
+    assert!(!is_reversal("Actually, the charge was $5."));
+    assert!(is_agreement("Agreed."));
+    assert!(is_agreement("+1"));
+    assert!(!is_agreement("I don't agree."));
+}
+
+#[test]
+fn completions() {
+    assert!(is_completion("Done."));
+    assert!(is_completion("The refund has been processed."));
+    assert!(is_completion("I've sent the invoice."));
+    assert!(!is_completion("I will send it once it is done."));
+    assert!(!is_completion("It is not fixed yet."));
+    assert!(!is_completion("Is it done?"));
+    assert!(is_completion(
+        "Update: throttled to 40 rps; the batch finished."
+    ));
+    assert!(!is_completion("It needs to be processed."));
+    assert!(is_resolution("Thank you, that solves my issue."));
+    assert!(!is_resolution("It is not resolved."));
+}
+
+#[test]
+fn depends_on_clauses() {
+    assert_eq!(
+        depends_on("I'll email you once the refund is processed."),
+        vec!["the refund is processed"]
+    );
+    assert_eq!(
+        depends_on("Waiting for the bank to confirm, then I'll call."),
+        vec!["the bank to confirm"]
+    );
+    assert_eq!(
+        depends_on("Deploy after v1.2 is tagged."),
+        vec!["v1.2 is tagged"]
+    );
+    assert!(depends_on("I'll do it after that.").is_empty());
+}
+
+#[test]
+fn priorities() {
+    assert_eq!(priority("This is urgent, please fix"), Priority::High);
+    assert_eq!(priority("ASAP please"), Priority::High);
+    assert_eq!(priority("nice to have, when you can"), Priority::Low);
+    assert_eq!(priority("please update the docs"), Priority::Medium);
+}
+
+#[test]
+fn irreversible_actions() {
+    assert!(is_irreversible("issue_refund"));
+    assert!(is_irreversible("deleteFile"));
+    assert!(is_irreversible("I'll wire the money"));
+    assert!(is_irreversible("Deploy to production"));
+    assert!(!is_irreversible("check the logs"));
+    assert!(!is_irreversible("payload sender dropdown"));
+}
+
+#[test]
+fn annotations_and_closing() {
+    let mut m = BTreeMap::new();
+    assert_eq!(annotation(&m), None);
+    m.insert(ANNOTATION_KEY.to_string(), " Decision ".to_string());
+    assert_eq!(annotation(&m), Some(Annotation::Decision));
+    m.insert(ANSWER_TO_KEY.to_string(), "12".to_string());
+    assert_eq!(answer_to(&m), Some(12));
+    assert!(is_closing("Thanks for your help, bye!"));
+    assert!(!is_closing("I will check the logs"));
+}
+
+#[test]
+fn content_words_and_stems() {
+    let w = content_words("The charges were charged twice for ORD-9921");
+    assert!(w.contains("charg"));
+    assert!(w.contains("9921"));
+    assert!(!w.contains("the"));
+    assert_eq!(stem("processing"), "process");
+    assert_eq!(stem("refunds"), "refund");
+    assert!(overlap(&w, &w) > 0.99);
+}
+
+#[test]
+fn numbers_in_words() {
+    assert_eq!(number_words(0), "zero");
+    assert_eq!(number_words(21), "twenty-one");
+    assert_eq!(number_words(305), "three hundred five");
+    assert_eq!(number_words(12_000), "twelve thousand");
+}
