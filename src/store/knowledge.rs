@@ -58,12 +58,12 @@ impl<E: Engine> KvStore<E> {
         self.read_fact(ns, &id)
     }
 
-    /// Applies a batch, counting its outbox entries, and waits until it
-    /// is durable.
-    fn apply_with_changes(&self, batch: Batch, changes: u64) -> Result<()> {
+    /// Applies a batch, counting its outbox entries (the caller then waits
+    /// for durability, outside its lock).
+    fn apply_counted(&self, batch: Batch, changes: u64) -> Result<()> {
         self.engine().apply(batch)?;
         self.changes.committed(changes);
-        self.durable()
+        Ok(())
     }
 
     fn scan_typed<T: serde::de::DeserializeOwned>(
@@ -114,7 +114,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         identity: &FactIdentity,
         decide: &mut dyn FnMut(Option<Fact>) -> Result<FactPlan>,
     ) -> Result<FactPlan> {
-        let _g = self.lock(ns, &subject_lock(subject));
+        let guard = self.lock(ns, &subject_lock(subject));
         let plan = decide(self.pointed_fact(ns, &pointer(ns, subject, identity))?)?;
         if !plan.write {
             return Ok(plan);
@@ -151,7 +151,9 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
             namespace: ns.to_owned(),
             fact_id: fact.fact_id.clone(),
         })?);
-        self.apply_with_changes(batch, changes)?;
+        self.apply_counted(batch, changes)?;
+        drop(guard);
+        self.durable()?;
         Ok(plan)
     }
 
@@ -233,7 +235,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         subject: &str,
         fate: &mut dyn FnMut(&Fact) -> FactFate,
     ) -> Result<()> {
-        let _g = self.lock(ns, &subject_lock(subject));
+        let guard = self.lock(ns, &subject_lock(subject));
         let mut batch = Batch::new();
         let mut changes = 0;
         let mut from: Option<Vec<u8>> = None;
@@ -267,7 +269,9 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
             }
         }
         if changes > 0 {
-            self.apply_with_changes(batch, changes)?;
+            self.apply_counted(batch, changes)?;
+            drop(guard);
+            self.durable()?;
         }
         Ok(())
     }
@@ -275,7 +279,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
     fn delete_fact(&self, ns: &str, fact_id: &str) -> Result<Fact> {
         let peek = self.get_fact(ns, fact_id)?;
         let subject = peek.subject_id.clone();
-        let _g = self.lock(ns, &subject_lock(&subject));
+        let guard = self.lock(ns, &subject_lock(&subject));
         let fact = self.get_fact(ns, fact_id)?;
         let mut batch: Batch = vec![
             Write::Delete(keys::fact(ns, fact_id)),
@@ -286,7 +290,9 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
             namespace: ns.to_owned(),
             fact_id: fact_id.to_owned(),
         })?);
-        self.apply_with_changes(batch, 1)?;
+        self.apply_counted(batch, 1)?;
+        drop(guard);
+        self.durable()?;
         Ok(fact)
     }
 
@@ -296,7 +302,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         session_id: &str,
         decide: &mut DecideEpisode<'_>,
     ) -> Result<Option<Episode>> {
-        let _g = self.lock(ns, session_id);
+        let guard = self.lock(ns, session_id);
         let mut session = self.read_session(ns, session_id)?;
         let version = session.summary.version;
         let summary = match version {
@@ -339,7 +345,9 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
             namespace: ns.to_owned(),
             session_id: session_id.to_owned(),
         })?);
-        self.apply_with_changes(batch, 1)?;
+        self.apply_counted(batch, 1)?;
+        drop(guard);
+        self.durable()?;
         Ok(Some(episode))
     }
 
@@ -411,7 +419,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         decide: &mut DecideAction<'_>,
     ) -> Result<PendingAction> {
         let sid = action.session_id.as_str();
-        let _g = self.lock(ns, sid);
+        let guard = self.lock(ns, sid);
         let session = self.read_session(ns, sid)?;
         let summary = match session.summary.version {
             0 => None,
@@ -441,7 +449,9 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
             })?);
             changes = 1;
         }
-        self.apply_with_changes(batch, changes)?;
+        self.apply_counted(batch, changes)?;
+        drop(guard);
+        self.durable()?;
         Ok(plan.action)
     }
 

@@ -221,7 +221,7 @@ fn session_id_of(key: &[u8]) -> Result<String> {
 impl<E: Engine> SessionStore for KvStore<E> {
     fn create_session(&self, session: &Session) -> Result<()> {
         let (ns, id) = (&session.namespace, &session.session_id);
-        let _g = self.lock(ns, id);
+        let guard = self.lock(ns, id);
         let key = keys::session(ns, id);
         if self.engine.get(&key)?.is_some() {
             return Err(Error::AlreadyExists(format!(
@@ -239,6 +239,8 @@ impl<E: Engine> SessionStore for KvStore<E> {
             ));
         }
         self.engine.apply(batch)?;
+        // Outside the lock: writers waiting for it join the same sync.
+        drop(guard);
         self.durable()
     }
 
@@ -297,7 +299,7 @@ impl<E: Engine> SessionStore for KvStore<E> {
         session_id: &str,
         change: &mut dyn FnMut(&mut Session) -> Result<()>,
     ) -> Result<Session> {
-        let _g = self.lock(ns, session_id);
+        let guard = self.lock(ns, session_id);
         let mut s = self.read_session(ns, session_id)?;
         let subject = s.subject_id.clone();
         change(&mut s)?;
@@ -308,12 +310,14 @@ impl<E: Engine> SessionStore for KvStore<E> {
             keys::session(ns, session_id),
             codec::encode(&s)?,
         )])?;
+        // Outside the lock: writers waiting for it join the same sync.
+        drop(guard);
         self.durable()?;
         Ok(s)
     }
 
     fn delete_session(&self, ns: &str, session_id: &str) -> Result<u64> {
-        let _g = self.lock(ns, session_id);
+        let guard = self.lock(ns, session_id);
         let session = match self.read_session(ns, session_id) {
             Ok(s) => Some(s),
             // A corrupt session record must still be deletable.
@@ -350,6 +354,8 @@ impl<E: Engine> SessionStore for KvStore<E> {
         self.engine.apply(batch)?;
         self.changes.committed(1);
         let turns = self.purge_records(ns, session_id)?;
+        // Outside the lock: writers waiting for it join the same sync.
+        drop(guard);
         self.durable()?;
         Ok(turns)
     }
@@ -519,7 +525,7 @@ impl<E: Engine> SummaryStore for KvStore<E> {
     }
 
     fn save_summary(&self, ns: &str, session_id: &str, write: SummaryWrite) -> Result<Session> {
-        let _g = self.lock(ns, session_id);
+        let guard = self.lock(ns, session_id);
         let mut session = self.read_session(ns, session_id)?;
         if session.summary.version != write.base_version {
             return Err(Error::Aborted(format!(
@@ -560,6 +566,8 @@ impl<E: Engine> SummaryStore for KvStore<E> {
             codec::encode(&session)?,
         ));
         self.engine.apply(batch)?;
+        // Outside the lock: writers waiting for it join the same sync.
+        drop(guard);
         self.durable()?;
         Ok(session)
     }
@@ -686,7 +694,7 @@ impl<E: Engine> SummaryStore for KvStore<E> {
                 })
         };
         let peek = read()?;
-        let _g = self.lock(ns, &peek.session_id);
+        let guard = self.lock(ns, &peek.session_id);
         // Re-read under the session's lock: a concurrent resolve may have won.
         let item = decide(&read()?)?;
         let mut batch: Batch = vec![Write::Put(key.clone(), codec::encode(&item)?)];
@@ -708,6 +716,8 @@ impl<E: Engine> SummaryStore for KvStore<E> {
             Err(e) => return Err(e),
         }
         self.engine.apply(batch)?;
+        // Outside the lock: writers waiting for it join the same sync.
+        drop(guard);
         self.durable()?;
         Ok(item)
     }
