@@ -4,6 +4,7 @@
 //! the result; errors become `Status` in `status.rs` only. Each request
 //! runs in a span carrying the RPC name, namespace and session id.
 
+pub mod admit;
 pub mod context;
 pub mod convert;
 pub mod knowledge;
@@ -16,13 +17,14 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use self::admit::admit;
+use crate::config::auth::Role;
 use crate::memory::summary::Attempt;
 use crate::memory::{AppendRequest, Memory, NewSession};
 use crate::model::SessionFilter;
 use crate::pb;
 use crate::pb::memory_service_server::MemoryService;
 use crate::runtime::{watch, Runtime};
-use crate::server::auth::{admit, Role};
 
 /// The gRPC face of [`Memory`].
 #[derive(Clone)]

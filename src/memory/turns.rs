@@ -9,7 +9,7 @@ use super::append::{self, OwnerChange, PreparedAppend};
 use super::page::PageToken;
 use super::{validate, Event, Memory, Page};
 use crate::error::{Error, Result};
-use crate::model::{now_nanos, AppendOutcome, NewTurn, Turn};
+use crate::model::{now_nanos, AppendOutcome, Encoding, NewTurn, Turn};
 use crate::store::Appended;
 use crate::tokens;
 
@@ -50,8 +50,7 @@ impl Memory {
 
     /// Appends (with an ownership change for a handoff) and announces it
     /// once durable. The request is already validated. The session record
-    /// is read once, by the store, under its lock: the tokens are counted
-    /// there, in the session's encoding.
+    /// is read once, by the store, under its lock.
     pub(super) async fn write_append(
         &self,
         ns: &str,
@@ -60,10 +59,19 @@ impl Memory {
         handoff: Option<OwnerChange>,
     ) -> Result<Appended> {
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
+        // Tokens are counted before the store's lock, in the default
+        // encoding most sessions use; a session in another encoding has
+        // them recounted under the lock (the session is read only there).
+        let guess = Encoding::default();
+        let counts: Vec<u32> = req
+            .turns
+            .iter()
+            .map(|t| tokens::count_turn(guess, t))
+            .collect();
         let mut prepared = PreparedAppend {
             fingerprint: fingerprint(&req.turns)?,
             turns: req.turns,
-            token_counts: Vec::new(),
+            token_counts: counts,
             idempotency_key: req.idempotency_key,
             expected_next_seq: req.expected_next_seq,
             lease_epoch: req.lease_epoch,
@@ -73,15 +81,17 @@ impl Memory {
         let appended = self
             .blocking(move |st| {
                 let key = prepared.idempotency_key.clone();
+                let mut counted = guess;
                 st.append_turns(&ns, &id, key.as_deref(), &mut |session, previous| {
                     // A replay needs no counts.
-                    if previous.is_none() && prepared.token_counts.is_empty() {
-                        let encoding = session.settings.encoding;
+                    let encoding = session.settings.encoding;
+                    if previous.is_none() && encoding != counted {
                         prepared.token_counts = prepared
                             .turns
                             .iter()
                             .map(|t| tokens::count_turn(encoding, t))
                             .collect();
+                        counted = encoding;
                     }
                     append::plan(session, previous, &prepared)
                 })

@@ -4,10 +4,11 @@
 //! a key is 256 random bits, so a plain hash is enough to make the config
 //! useless to a thief, and it is compared in constant time.
 //!
-//! Two steps: a tonic interceptor (before the body is decoded) turns the
-//! `authorization: Bearer <key>` header into a [`Caller`] or
-//! UNAUTHENTICATED; each handler then calls [`admit`] with the namespace
-//! of its request and the role it needs, which gives PERMISSION_DENIED.
+//! Two steps: a tonic interceptor here (before the body is decoded) turns
+//! the `authorization: Bearer <key>` header into a [`Caller`] or
+//! UNAUTHENTICATED; each handler then calls `api::admit::admit` with the
+//! namespace of its request and the role it needs, which gives
+//! PERMISSION_DENIED.
 //! Health and reflection stay open (they reveal no stored data).
 //!
 //! The key table can be replaced while serving ([`Keys::reload`]; the
@@ -21,25 +22,9 @@ use subtle::ConstantTimeEq;
 use tonic::{Request, Status};
 
 use crate::error::{Error, Result};
-use crate::pb;
 
+pub use crate::api::admit::Caller;
 pub use crate::config::auth::{AuthConfig, KeyConfig, Role, ANY_NAMESPACE};
-
-/// Who is calling, put in the request's extensions by the interceptor.
-#[derive(Debug, Clone)]
-pub enum Caller {
-    /// Auth is off: every call is allowed.
-    Anyone,
-    /// A known key.
-    Key {
-        /// The key's label.
-        name: String,
-        /// Its namespace, or `*`.
-        namespace: String,
-        /// Its role.
-        role: Role,
-    },
-}
 
 /// The key table the interceptor checks against. Clones share one table,
 /// which [`Keys::reload`] replaces as a whole: a request sees the old
@@ -162,86 +147,6 @@ impl Keys {
             let caller = keys.caller(header.as_deref())?;
             req.extensions_mut().insert(caller);
             Ok(req)
-        }
-    }
-}
-
-/// A request that names the namespace it works in.
-pub trait Namespaced {
-    /// The request's namespace.
-    fn namespace(&self) -> &str;
-}
-
-macro_rules! namespaced {
-    ($($t:ty),* $(,)?) => {
-        $(impl Namespaced for $t {
-            fn namespace(&self) -> &str {
-                &self.namespace
-            }
-        })*
-    };
-}
-
-namespaced!(
-    pb::CreateSessionRequest,
-    pb::GetSessionRequest,
-    pb::ListSessionsRequest,
-    pb::CloseSessionRequest,
-    pb::DeleteSessionRequest,
-    pb::AppendTurnsRequest,
-    pb::ListTurnsRequest,
-    pb::SummarizeRequest,
-    pb::GetSummaryRequest,
-    pb::ListSummariesRequest,
-    pb::GetAuditLogRequest,
-    pb::ListReviewItemsRequest,
-    pb::ResolveReviewItemRequest,
-    pb::GetContextBundleRequest,
-    pb::HandoffRequest,
-    pb::WatchSessionRequest,
-    pb::PutFactRequest,
-    pb::GetFactRequest,
-    pb::ListFactsRequest,
-    pb::DeleteFactRequest,
-    pb::ListEpisodesRequest,
-    pb::UpdatePendingActionRequest,
-    pb::SearchRequest,
-);
-
-/// The request's message if its caller may do what needs `role` in the
-/// request's namespace; PERMISSION_DENIED otherwise.
-pub fn admit<T: Namespaced>(request: Request<T>, role: Role) -> Result<T, Status> {
-    let (_, extensions, msg) = request.into_parts();
-    match extensions.get::<Caller>() {
-        Some(Caller::Anyone) => Ok(msg),
-        Some(Caller::Key {
-            name,
-            namespace,
-            role: has,
-        }) => {
-            if namespace != ANY_NAMESPACE && namespace != msg.namespace() {
-                tracing::info!(key = %name, namespace = msg.namespace(), "key used outside its namespace");
-                return Err(Error::PermissionDenied(format!(
-                    "this API key is for namespace {namespace:?}, not {:?}",
-                    msg.namespace()
-                ))
-                .into());
-            }
-            if *has < role {
-                tracing::info!(key = %name, "key role too low");
-                return Err(Error::PermissionDenied(format!(
-                    "this call needs a {} key; this key is {}",
-                    role.name(),
-                    has.name()
-                ))
-                .into());
-            }
-            Ok(msg)
-        }
-        // The interceptor is on every MemoryService route; a request
-        // without a caller means it was bypassed, so refuse.
-        None => {
-            Err(Error::Internal("request reached a handler without an auth check".into()).into())
         }
     }
 }
