@@ -583,7 +583,7 @@ fn store_summary(
 fn summaries_fold_audit_and_review(store: &dyn Store) {
     store.create_session(&session("ns", "s", "")).unwrap();
     assert!(store.fold_record("ns", "s").unwrap().is_none());
-    assert!(store.latest_summary("ns", "s").unwrap().is_none());
+    assert!(store.summary_at("ns", "s", 1).unwrap().is_none());
     assert!(matches!(
         store.get_summary("ns", "s", 0),
         Err(Error::NotFound(_))
@@ -607,7 +607,9 @@ fn summaries_fold_audit_and_review(store: &dyn Store) {
     );
     assert_eq!(store.get_summary("ns", "s", 0).unwrap(), v2);
     assert_eq!(store.get_summary("ns", "s", 1).unwrap(), v1);
-    assert_eq!(store.latest_summary("ns", "s").unwrap().unwrap(), v2);
+    assert_eq!(store.summary_at("ns", "s", 2).unwrap().unwrap(), v2);
+    assert_eq!(store.summary_at("ns", "s", 1).unwrap().unwrap(), v1);
+    assert!(store.summary_at("ns", "s", 3).unwrap().is_none());
     assert!(matches!(
         store.get_summary("ns", "s", 3),
         Err(Error::NotFound(_))

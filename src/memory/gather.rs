@@ -75,10 +75,14 @@ pub(super) fn gather(
     session_id: &str,
     req: &BundleRequest,
 ) -> Result<Inputs> {
-    // The summary first, then the session: the summary then never covers
-    // a turn the session snapshot does not have. The session is read once.
-    let mut summary = store.latest_summary(ns, session_id)?;
+    // The session once, then the summary it names, by a point read: that
+    // summary never covers a turn the session snapshot does not have (a
+    // newer version written meanwhile is not read).
     let session = store.get_session(ns, session_id)?;
+    let mut summary = match session.summary.version {
+        0 => None,
+        v => store.summary_at(ns, session_id, v)?,
+    };
     if let Some(s) = summary.as_mut() {
         // Statuses a client set since (UpdatePendingAction) win.
         let overrides = store.action_statuses(ns, session_id)?;

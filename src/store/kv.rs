@@ -591,22 +591,13 @@ impl<E: Engine> SummaryStore for KvStore<E> {
         })
     }
 
-    fn latest_summary(&self, ns: &str, session_id: &str) -> Result<Option<SessionSummary>> {
-        // Versions are big-endian in the key: the last key is the newest.
-        match self
-            .engine
-            .scan_rev(&keys::summaries_of(ns, session_id), 1)?
-            .pop()
-        {
-            Some((k, v)) => codec::decode(&v, || {
-                format!(
-                    "summary version {} of session {ns}/{session_id}",
-                    keys::seq_of(&k)
-                )
-            })
-            .map(Some),
-            None => Ok(None),
-        }
+    fn summary_at(
+        &self,
+        ns: &str,
+        session_id: &str,
+        version: u64,
+    ) -> Result<Option<SessionSummary>> {
+        self.read_summary(ns, session_id, version)
     }
 
     fn list_summaries(

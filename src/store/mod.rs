@@ -248,9 +248,14 @@ pub trait SummaryStore {
     /// Summary `version` of a session (0 = latest); `NotFound` if none.
     fn get_summary(&self, ns: &str, session_id: &str, version: u64) -> Result<SessionSummary>;
 
-    /// The newest stored summary of a session, if any, without reading the
-    /// session record.
-    fn latest_summary(&self, ns: &str, session_id: &str) -> Result<Option<SessionSummary>>;
+    /// Summary `version` of a session, if stored, by a point read (the
+    /// session record is not read: the caller holds it).
+    fn summary_at(
+        &self,
+        ns: &str,
+        session_id: &str,
+        version: u64,
+    ) -> Result<Option<SessionSummary>>;
 
     /// Summaries with version `<= at_most`, newest first, at most `limit`.
     fn list_summaries(
