@@ -25,7 +25,7 @@ fn clipped(mut msg: String) -> String {
     msg
 }
 
-/// Trailer of a FAILED_PRECONDITION status: the [`Precondition`] reason.
+/// Trailer of a FAILED_PRECONDITION status: the [`Precondition`](crate::error::Precondition) reason.
 pub const REASON: &str = "mnemo-reason";
 
 /// Trailer of a lagged watcher's status: the seq to resume from.
