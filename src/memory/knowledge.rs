@@ -210,7 +210,7 @@ impl Memory {
 /// Stores a fact by the rules of `facts::plan_put` (blocking).
 pub fn put_fact(store: &dyn Store, new: &NewFact) -> Result<(Fact, PutOutcome)> {
     let identity = FactIdentity::of(&new.key, &new.text);
-    let (fact_id, now) = (ulid::Ulid::new().to_string(), now_nanos());
+    let (fact_id, now) = (fact_id(), now_nanos());
     let plan = store.put_fact(&new.namespace, &new.subject_id, &identity, &mut |current| {
         // One lookup serves both rules: the identity is the key for keyed
         // facts and the words for unkeyed ones.
@@ -228,6 +228,20 @@ pub fn put_fact(store: &dyn Store, new: &NewFact) -> Result<(Fact, PutOutcome)> 
         ))
     })?;
     Ok((plan.fact, plan.outcome))
+}
+
+/// A new fact id: a ULID, increasing even within one millisecond, so a
+/// subject's facts sort by id in the order they were stored (the newest
+/// facts are read by id, backwards).
+fn fact_id() -> String {
+    static IDS: std::sync::Mutex<Option<ulid::Generator>> = std::sync::Mutex::new(None);
+    let mut ids = IDS.lock().unwrap_or_else(|p| p.into_inner());
+    let generator = ids.get_or_insert_with(ulid::Generator::new);
+    // Overflow needs 2^80 ids in one millisecond; a fresh one is fine then.
+    generator
+        .generate()
+        .unwrap_or_else(|_| ulid::Ulid::new())
+        .to_string()
 }
 
 /// Sets an action's status by the rules of `episodes::plan_action_status`

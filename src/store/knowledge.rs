@@ -58,14 +58,6 @@ impl<E: Engine> KvStore<E> {
         self.read_fact(ns, &id)
     }
 
-    /// Applies a batch, counting its outbox entries (the caller then waits
-    /// for durability, outside its lock).
-    fn apply_counted(&self, batch: Batch, changes: u64) -> Result<()> {
-        self.engine().apply(batch)?;
-        self.changes.committed(changes);
-        Ok(())
-    }
-
     fn scan_typed<T: serde::de::DeserializeOwned>(
         &self,
         tag: u8,
@@ -121,7 +113,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         }
         let fact = &plan.fact;
         let mut batch = Batch::new();
-        let mut changes = 1;
+        let mut notes = Vec::new();
         match &plan.outcome {
             PutOutcome::KeptClientFact | PutOutcome::Merged => {}
             PutOutcome::Created | PutOutcome::Superseded(_) => {
@@ -137,21 +129,20 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
                 keys::fact(ns, &old.fact_id),
                 codec::encode(old.as_ref())?,
             ));
-            batch.push(self.changes.entry(&IndexChange::Fact {
+            notes.push(IndexChange::Fact {
                 namespace: ns.to_owned(),
                 fact_id: old.fact_id.clone(),
-            })?);
-            changes += 1;
+            });
         }
         batch.push(Write::Put(
             keys::fact(ns, &fact.fact_id),
             codec::encode(fact)?,
         ));
-        batch.push(self.changes.entry(&IndexChange::Fact {
+        notes.push(IndexChange::Fact {
             namespace: ns.to_owned(),
             fact_id: fact.fact_id.clone(),
-        })?);
-        self.apply_counted(batch, changes)?;
+        });
+        self.changes.commit(self.engine(), batch, notes)?;
         drop(guard);
         self.durable()?;
         Ok(plan)
@@ -237,7 +228,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
     ) -> Result<()> {
         let guard = self.lock(ns, &subject_lock(subject));
         let mut batch = Batch::new();
-        let mut changes = 0;
+        let mut notes = Vec::new();
         let mut from: Option<Vec<u8>> = None;
         let prefix = keys::subject_facts_of(ns, subject);
         loop {
@@ -261,15 +252,14 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
                         batch.push(Write::Put(keys::fact(ns, &id), codec::encode(f.as_ref())?));
                     }
                 }
-                batch.push(self.changes.entry(&IndexChange::Fact {
+                notes.push(IndexChange::Fact {
                     namespace: ns.to_owned(),
                     fact_id: id,
-                })?);
-                changes += 1;
+                });
             }
         }
-        if changes > 0 {
-            self.apply_counted(batch, changes)?;
+        if !notes.is_empty() {
+            self.changes.commit(self.engine(), batch, notes)?;
             drop(guard);
             self.durable()?;
         }
@@ -285,12 +275,13 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
             Write::Delete(keys::fact(ns, fact_id)),
             Write::Delete(keys::subject_fact(ns, &subject, fact_id)),
         ];
+        let mut notes = Vec::new();
         self.unpoint(&fact, &mut batch)?;
-        batch.push(self.changes.entry(&IndexChange::Fact {
+        notes.push(IndexChange::Fact {
             namespace: ns.to_owned(),
             fact_id: fact_id.to_owned(),
-        })?);
-        self.apply_counted(batch, 1)?;
+        });
+        self.changes.commit(self.engine(), batch, notes)?;
         drop(guard);
         self.durable()?;
         Ok(fact)
@@ -317,6 +308,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         };
         let subject = session.subject_id.clone();
         let mut batch = Batch::new();
+        let mut notes = Vec::new();
         if let Some(old) = self.episode_key_of(ns, session_id)? {
             batch.push(Write::Delete(old));
         }
@@ -341,11 +333,11 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
             keys::session(ns, session_id),
             codec::encode(&session)?,
         ));
-        batch.push(self.changes.entry(&IndexChange::Episode {
+        notes.push(IndexChange::Episode {
             namespace: ns.to_owned(),
             session_id: session_id.to_owned(),
-        })?);
-        self.apply_counted(batch, 1)?;
+        });
+        self.changes.commit(self.engine(), batch, notes)?;
         drop(guard);
         self.durable()?;
         Ok(Some(episode))
@@ -435,7 +427,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
             keys::action_status(ns, sid, action.action_seq),
             codec::encode(&status)?,
         )];
-        let mut changes = 0;
+        let mut notes = Vec::new();
         if let (Some(ekey), Some(ep)) = (ekey, &plan.episode) {
             let ckey = keys::carried(ns, &session.subject_id, sid, action.action_seq);
             match &plan.carried {
@@ -443,13 +435,12 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
                 None => batch.push(Write::Delete(ckey)),
             }
             batch.push(Write::Put(ekey, codec::encode(ep)?));
-            batch.push(self.changes.entry(&IndexChange::Episode {
+            notes.push(IndexChange::Episode {
                 namespace: ns.to_owned(),
                 session_id: sid.to_owned(),
-            })?);
-            changes = 1;
+            });
         }
-        self.apply_counted(batch, changes)?;
+        self.changes.commit(self.engine(), batch, notes)?;
         drop(guard);
         self.durable()?;
         Ok(plan.action)

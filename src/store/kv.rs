@@ -347,12 +347,11 @@ impl<E: Engine> SessionStore for KvStore<E> {
             batch.push(Write::Delete(episode_key));
             batch.push(Write::Delete(pointer));
         }
-        batch.push(self.changes.entry(&IndexChange::SessionDeleted {
+        let note = IndexChange::SessionDeleted {
             namespace: ns.to_owned(),
             session_id: session_id.to_owned(),
-        })?);
-        self.engine.apply(batch)?;
-        self.changes.committed(1);
+        };
+        self.changes.commit(&self.engine, batch, vec![note])?;
         let turns = self.purge_records(ns, session_id)?;
         // Outside the lock: writers waiting for it join the same sync.
         drop(guard);
@@ -389,10 +388,14 @@ impl<E: Engine> SessionStore for KvStore<E> {
                     outcome,
                     fingerprint,
                 } => {
-                    let (Some(first), Some(last)) = (turns.first(), turns.last()) else {
-                        return Err(Error::Internal("an append plan without turns".into()));
-                    };
-                    if first.seq != current.next_seq || session.next_seq != last.seq + 1 {
+                    let gap_free = turns
+                        .iter()
+                        .enumerate()
+                        .all(|(i, t)| t.seq == current.next_seq + i as u64);
+                    if turns.is_empty()
+                        || !gap_free
+                        || session.next_seq != current.next_seq + turns.len() as u64
+                    {
                         return Err(Error::Internal(format!(
                             "an append plan for {ns}/{session_id} breaks the seq order"
                         )));
@@ -415,14 +418,13 @@ impl<E: Engine> SessionStore for KvStore<E> {
                         keys::session(ns, session_id),
                         codec::encode(&session)?,
                     ));
-                    batch.push(self.changes.entry(&IndexChange::Turns {
+                    let note = IndexChange::Turns {
                         namespace: ns.to_owned(),
                         session_id: session_id.to_owned(),
                         first_seq: outcome.first_seq,
                         last_seq: outcome.last_seq,
-                    })?);
-                    self.engine.apply(batch)?;
-                    self.changes.committed(1);
+                    };
+                    self.changes.commit(&self.engine, batch, vec![note])?;
                     Appended {
                         outcome,
                         session: *session,

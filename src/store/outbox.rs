@@ -1,6 +1,12 @@
 //! The outbox of a `KvStore`: entries keyed by an id the store assigns,
 //! written in the same batch as the change they announce; one durable
 //! cursor per consumer; entries every known consumer has passed are pruned.
+//!
+//! Ids are assigned and their batches applied under one lock, so entries
+//! become visible in id order: a consumer that has read through id N never
+//! finds a lower id appear later (which its cursor would skip). Engines
+//! already apply batches one at a time (sled behind its gate), so the lock
+//! costs little.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -18,6 +24,9 @@ const PRUNE_CHUNK: usize = 4096;
 /// Outbox ids and what each consumer has left to read.
 #[derive(Debug, Default)]
 pub(super) struct ChangeLog {
+    /// Held while ids are assigned and their batch applied, and while a
+    /// consumer's counts change, so counts and visibility agree.
+    order: Mutex<()>,
     next: AtomicU64,
     /// Entries stored (not yet pruned).
     stored: AtomicU64,
@@ -61,15 +70,27 @@ impl ChangeLog {
         Ok(log)
     }
 
-    /// A new outbox entry's write (counted once its batch is applied, by
-    /// `committed`).
-    pub(super) fn entry(&self, change: &IndexChange) -> Result<Write> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        Ok(Write::Put(keys::change(id), codec::encode(change)?))
+    /// Applies `batch` with an outbox entry for each of `notes`, ids
+    /// assigned in order under the order lock.
+    pub(super) fn commit(
+        &self,
+        engine: &dyn Engine,
+        mut batch: Batch,
+        notes: Vec<IndexChange>,
+    ) -> Result<()> {
+        let _order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        let n = notes.len() as u64;
+        for note in &notes {
+            let id = self.next.fetch_add(1, Ordering::Relaxed);
+            batch.push(Write::Put(keys::change(id), codec::encode(note)?));
+        }
+        engine.apply(batch)?;
+        self.committed(n);
+        Ok(())
     }
 
-    /// Counts `n` entries whose batch was applied.
-    pub(super) fn committed(&self, n: u64) {
+    /// Counts `n` entries whose batch was applied (under the order lock).
+    fn committed(&self, n: u64) {
         if n == 0 {
             return;
         }
@@ -95,7 +116,10 @@ impl ChangeLog {
 
 impl<E: Engine> Outbox for KvStore<E> {
     fn read_outbox(&self, consumer: &str, limit: usize) -> Result<OutboxPage> {
-        let cursor = self.changes.cursor(consumer);
+        let cursor = {
+            let _order = self.changes.order.lock().unwrap_or_else(|p| p.into_inner());
+            self.changes.cursor(consumer)
+        };
         let start = keys::change(cursor);
         let mut out = OutboxPage::default();
         for (k, v) in self
@@ -115,6 +139,8 @@ impl<E: Engine> Outbox for KvStore<E> {
     }
 
     fn advance_outbox(&self, consumer: &str, through: u64) -> Result<()> {
+        // No entry is applied (nor counted) while the passed ones are.
+        let order = self.changes.order.lock().unwrap_or_else(|p| p.into_inner());
         let old = self.changes.cursor(consumer);
         if through <= old {
             return Ok(());
@@ -156,6 +182,7 @@ impl<E: Engine> Outbox for KvStore<E> {
             }
             c.values().map(|(cursor, _)| *cursor).min().unwrap_or(0)
         };
+        drop(order);
         // Prune what every consumer has passed, in bounded batches.
         loop {
             let chunk = self
@@ -185,6 +212,7 @@ impl<E: Engine> Outbox for KvStore<E> {
     }
 
     fn outbox_backlog(&self, consumer: &str) -> Result<u64> {
+        let _order = self.changes.order.lock().unwrap_or_else(|p| p.into_inner());
         self.changes.cursor(consumer);
         let c = self
             .changes
