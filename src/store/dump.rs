@@ -78,6 +78,8 @@ enum Codec {
     Raw,
     /// The search outbox: derived, never exported.
     Outbox,
+    /// An outbox consumer's cursor (a checksummed id): never exported.
+    Cursor,
 }
 
 /// Each key tag's kind name and value codec.
@@ -100,7 +102,7 @@ fn kind_of(tag: u8) -> Option<(&'static str, Codec)> {
         keys::CARRIED => ("carried_action", Codec::Carried),
         keys::ACTION_STATUS => ("action_status", Codec::ActionStatus),
         keys::CHANGE => ("index_change", Codec::Outbox),
-        keys::CURSOR => ("outbox_cursor", Codec::Outbox),
+        keys::CURSOR => ("outbox_cursor", Codec::Cursor),
         _ => return None,
     })
 }
@@ -134,6 +136,7 @@ fn to_json(codec: Codec, bytes: &[u8], what: impl Fn() -> String) -> Result<Valu
         Codec::ActionStatus => j::<ActionStatus>(bytes, what),
         Codec::Id => j::<String>(bytes, what),
         Codec::Outbox => j::<IndexChange>(bytes, what),
+        Codec::Cursor => j::<u64>(bytes, what),
         Codec::Raw => Ok(Value::String(hex::encode(bytes))),
     }
 }
@@ -160,6 +163,7 @@ fn from_json(codec: Codec, v: Value) -> std::result::Result<Vec<u8>, String> {
         Codec::ActionStatus => e::<ActionStatus>(v),
         Codec::Id => e::<String>(v),
         Codec::Outbox => Err("search outbox entries are not imported".into()),
+        Codec::Cursor => Err("outbox cursors are not imported".into()),
         Codec::Raw => match v {
             Value::String(s) => hex::decode(&s).map_err(|e| e.to_string()),
             _ => Err("expected a hex string".into()),
