@@ -6,7 +6,7 @@ mod common;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::Binary;
+use common::{Binary, Spawned};
 
 fn mnemo(addr: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mnemo"))
@@ -120,12 +120,12 @@ fn a_person_can_drive_a_session_from_the_shell() {
     assert!(v["token_count"].as_u64().unwrap() <= 1000);
 
     // A watcher started before the handoff sees the replay and the handoff.
-    let watch = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args([&["watch"], &t[..], &["--from", "1"]].concat())
-        .env("MNEMO_ADDR", &addr)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run mnemo watch");
+    let watch = Spawned::spawn(
+        Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args([&["watch"], &t[..], &["--from", "1"]].concat())
+            .env("MNEMO_ADDR", &addr)
+            .stdout(Stdio::piped()),
+    );
 
     let handed = ok(
         &addr,
@@ -171,7 +171,7 @@ fn a_person_can_drive_a_session_from_the_shell() {
     // Closing ends nothing for the watcher; deleting ends its stream.
     std::thread::sleep(Duration::from_millis(300));
     ok(&addr, &[&["session", "delete"], &t[..]].concat());
-    let watched = watch.wait_with_output().expect("watch ends");
+    let watched = watch.wait_with_output();
     assert!(!watched.status.success(), "the stream ends with NOT_FOUND");
     let lines = String::from_utf8_lossy(&watched.stdout);
     assert!(lines.contains("#1 user ann: I need a refund"), "{lines}");
@@ -487,21 +487,19 @@ fn append_takes_turns_from_a_json_lines_file_or_stdin() {
         (Some(1), Some(301))
     );
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args([&["append"], &t[..], &["--file", "-"]].concat())
-        .env("MNEMO_ADDR", &addr)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Spawned::spawn(
+        Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args([&["append"], &t[..], &["--file", "-"]].concat())
+            .env("MNEMO_ADDR", &addr)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped()),
+    );
     use std::io::Write as _;
     child
-        .stdin
-        .take()
-        .unwrap()
+        .take_stdin()
         .write_all(b"{\"role\":\"user\",\"content\":\"from stdin\"}\n")
         .unwrap();
-    assert!(child.wait().unwrap().success());
+    assert!(child.wait().success());
 
     let turns = json_lines(&ok(&addr, &[&["turns"], &t[..], &["--json"]].concat()));
     assert_eq!(

@@ -240,8 +240,8 @@ pub async fn get_session(
 /// drop) checks that no process of the group survives.
 pub struct Binary {
     pub child: Child,
-    /// Set once the group has been ended and checked.
-    ended: bool,
+    /// The child's process group (ended and checked on every way out).
+    group: ProcessGroup,
     pub addr: SocketAddr,
     /// The daemon's own pid (differs from the child's under a wrapper).
     pub pid: u32,
@@ -259,7 +259,17 @@ impl Binary {
 
     /// As [`Binary::start`], with more `serve` arguments (e.g. `--config`).
     pub fn start_with(data_dir: &Path, wrapper: &[&str], serve_args: &[&str]) -> Binary {
-        let exe = env!("CARGO_BIN_EXE_mnemo");
+        Self::start_exe(
+            Path::new(env!("CARGO_BIN_EXE_mnemo")),
+            data_dir,
+            wrapper,
+            serve_args,
+        )
+    }
+
+    /// As [`Binary::start_with`], running another build of mnemo (e.g. a
+    /// release binary writing a stored-format fixture).
+    pub fn start_exe(exe: &Path, data_dir: &Path, wrapper: &[&str], serve_args: &[&str]) -> Binary {
         let mut cmd = match wrapper.split_first() {
             Some((first, rest)) => {
                 let mut c = Command::new(first);
@@ -277,8 +287,7 @@ impl Binary {
             .env_remove("MNEMO_DATA_DIR")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut child = cmd.spawn().expect("spawn mnemo");
+        let (mut child, group) = spawn_in_group(&mut cmd);
         let stderr = child.stderr.take().expect("piped stderr");
         let (tx, rx) = std::sync::mpsc::channel();
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -314,7 +323,7 @@ impl Binary {
             .expect("daemon reports its address");
         Binary {
             child,
-            ended: false,
+            group,
             addr: addr.parse().expect("address parses"),
             pid: pid.parse().expect("pid parses"),
             log,
@@ -362,7 +371,7 @@ impl Binary {
             .args(["-KILL", &self.pid.to_string()])
             .status();
         self.child.wait().expect("reap");
-        self.end_group();
+        self.group.end();
     }
 
     /// SIGTERM and wait; returns the exit status.
@@ -373,30 +382,64 @@ impl Binary {
             .status()
             .expect("kill -TERM");
         let status = self.child.wait().expect("reap");
-        self.end_group();
+        self.group.end();
         status
     }
+}
 
+impl Drop for Binary {
+    fn drop(&mut self) {
+        self.group.end();
+        // Reap the leader (already dead: the group was killed).
+        let _ = self.child.try_wait();
+    }
+}
+
+/// Spawns `cmd` as the leader of a new process group, so that everything
+/// it starts can be ended together (`kill -- -PGID`) and checked for.
+pub fn spawn_in_group(cmd: &mut Command) -> (Child, ProcessGroup) {
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
+    let child = cmd.spawn().expect("spawn a child process");
+    let group = ProcessGroup {
+        pgid: child.id(),
+        ended: false,
+    };
+    (child, group)
+}
+
+/// A process group a test started. Ending it kills every process left in
+/// it and fails the test (unless it is already failing) when one
+/// survives; dropping it ends it, so a test that panics midway leaves
+/// nothing behind either.
+pub struct ProcessGroup {
+    pgid: u32,
+    ended: bool,
+}
+
+impl ProcessGroup {
     /// Kills whatever is left of the group and checks (for at most 10 s)
-    /// that nothing of it survives.
-    fn end_group(&mut self) {
+    /// that nothing of it survives. Idempotent.
+    pub fn end(&mut self) {
+        if self.ended {
+            return;
+        }
         self.ended = true;
-        let group = format!("-{}", self.child.id());
+        let group = format!("-{}", self.pgid);
         let _ = Command::new("kill")
             .args(["-KILL", "--", &group])
             .stderr(Stdio::null())
             .status();
-        let _ = self.child.try_wait();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let alive = group_alive(self.child.id());
+            let alive = group_alive(self.pgid);
             if alive.is_empty() {
                 return;
             }
             if Instant::now() > deadline {
                 if !std::thread::panicking() {
                     panic!(
-                        "processes of the daemon's group survive: {}",
+                        "processes of a test's process group {} survive: {}",
+                        self.pgid,
                         alive.join("; ")
                     );
                 }
@@ -407,10 +450,60 @@ impl Binary {
     }
 }
 
-impl Drop for Binary {
+impl Drop for ProcessGroup {
     fn drop(&mut self) {
-        if !self.ended {
-            self.end_group();
+        self.end();
+    }
+}
+
+/// A short-lived child process other than the daemon (e.g. `mnemo watch`,
+/// or `mnemo append --file -` fed on stdin) in a process group of its own:
+/// waiting for it also checks that nothing it started survives, and
+/// dropping it (a test that fails before waiting) kills it.
+pub struct Spawned {
+    /// `None` once waited for.
+    child: Option<Child>,
+    group: ProcessGroup,
+}
+
+impl Spawned {
+    pub fn spawn(cmd: &mut Command) -> Spawned {
+        let (child, group) = spawn_in_group(cmd);
+        Spawned {
+            child: Some(child),
+            group,
+        }
+    }
+
+    /// The child's stdin, when it was piped (once).
+    pub fn take_stdin(&mut self) -> std::process::ChildStdin {
+        let child = self.child.as_mut().expect("not waited for yet");
+        child.stdin.take().expect("stdin is piped")
+    }
+
+    /// Waits for the child to exit, then ends its group.
+    pub fn wait(mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("not waited for yet");
+        let status = child.wait().expect("wait for the child");
+        self.group.end();
+        status
+    }
+
+    /// Waits for the child to exit, collecting its piped output, then ends
+    /// its group.
+    pub fn wait_with_output(mut self) -> std::process::Output {
+        let child = self.child.take().expect("not waited for yet");
+        let out = child.wait_with_output().expect("wait for the child");
+        self.group.end();
+        out
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.group.end();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.try_wait();
         }
     }
 }
