@@ -171,9 +171,17 @@ fn assert_no_gap(b: &pb::ContextBundle) {
             "turn {seq} is unaccounted for in {m:?}"
         );
     }
-    // Structured turns are what the text shows.
+    // Structured turns are what the text shows: a transcript bundle
+    // shows them in order under its one-line header, others cite seqs.
+    let mut at = 0;
     for t in &b.recent_turns {
-        assert!(b.rendered_text.contains(&format!("[#{}]", t.seq)));
+        if m.transcript {
+            let found = b.rendered_text[at..].find(t.content.as_str());
+            assert!(found.is_some(), "turn {} missing or out of order", t.seq);
+            at += found.unwrap_or(0);
+        } else {
+            assert!(b.rendered_text.contains(&format!("[#{}]", t.seq)));
+        }
     }
     for t in &b.earlier_turns {
         assert!(b.rendered_text.contains(&format!("[#{}]", t.seq)));
@@ -310,22 +318,36 @@ async fn older_question_answer_pairs_are_shortened_after_the_last_eight() {
     let server = TestServer::start().await;
     let mut c = server.client().await;
 
-    // Eight interactions or fewer: nothing is shortened.
+    // Eight interactions, and the whole session fits: its transcript.
     qa_session(&mut c, "eight", 8).await;
     let b = bundle(&mut c, "eight", 100_000, pb::Encoding::Unspecified)
         .await
         .unwrap();
+    assert!(b.manifest.as_ref().unwrap().transcript);
     assert_eq!(b.recent_turns.len(), 16);
     assert!(b.earlier_turns.is_empty());
     assert!(!b.rendered_text.contains("Earlier conversation summary:"));
     assert!(b.manifest.unwrap().complete);
     assert!(!b.rendered_text.contains("Note: to fit"));
 
-    // Twenty: the last eight pairs whole, the twelve before shortened.
+    // Twenty, at a budget just short of the whole transcript: the last
+    // eight pairs whole, the twelve before shortened.
     qa_session(&mut c, "twenty", 20).await;
-    let b = bundle(&mut c, "twenty", 100_000, pb::Encoding::Unspecified)
+    let session = c
+        .get_session(pb::GetSessionRequest {
+            namespace: "ns".into(),
+            session_id: "twenty".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    let tight = (session.total_tokens + 40 * 6) as u32;
+    let b = bundle(&mut c, "twenty", tight, pb::Encoding::Unspecified)
         .await
         .unwrap();
+    assert!(!b.manifest.as_ref().unwrap().transcript);
     let recent: Vec<u64> = b.recent_turns.iter().map(|t| t.seq).collect();
     assert_eq!(recent, (25..=40).collect::<Vec<_>>());
     let earlier: Vec<u64> = b.earlier_turns.iter().map(|t| t.seq).collect();
@@ -356,7 +378,7 @@ async fn older_question_answer_pairs_are_shortened_after_the_last_eight() {
         .get_context_bundle(pb::GetContextBundleRequest {
             namespace: "ns".into(),
             session_id: "twenty".into(),
-            budget_tokens: 100_000,
+            budget_tokens: tight,
             recent_interactions: 12,
             ..Default::default()
         })

@@ -353,6 +353,7 @@ fn every_request_type_answers_strange_input_cleanly_and_damages_nothing() {
                     query,
                     agent_id: agent.clone(),
                     recent_interactions: recent,
+                    skip_recall: false,
                 })
                 .await;
             if let Some(r) = clear(r)? {

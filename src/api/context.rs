@@ -2,7 +2,10 @@
 
 use super::convert::{self, encoding_from};
 use super::summaries::trigger;
-use crate::bundle::{Bundle, BundleRequest, CompressedTurn, ManifestEntry, Section, SeqRange};
+use crate::bundle::{
+    Bundle, BundleRequest, CompressedTurn, ManifestEntry, Recalled, RecalledItem, RecalledRef,
+    Section, SeqRange,
+};
 use crate::error::Result;
 use crate::memory::{HandoffOutcome, HandoffRequest};
 use crate::model::Encoding;
@@ -18,6 +21,7 @@ pub fn bundle_request(r: &pb::GetContextBundleRequest) -> Result<BundleRequest> 
         agent_id: r.agent_id.clone(),
         recent_interactions: r.recent_interactions,
         max_bytes: 0,
+        skip_recall: r.skip_recall,
     })
 }
 
@@ -46,6 +50,7 @@ fn section(s: Section) -> pb::BundleSection {
         Section::KeyFacts => pb::BundleSection::KeyFacts,
         Section::RecentTurns => pb::BundleSection::RecentTurns,
         Section::EarlierTurns => pb::BundleSection::EarlierTurns,
+        Section::Recalled => pb::BundleSection::Recalled,
     }
 }
 
@@ -86,6 +91,43 @@ impl From<CompressedTurn> for pb::CompressedTurn {
     }
 }
 
+impl From<RecalledRef> for pb::RecalledRef {
+    fn from(r: RecalledRef) -> Self {
+        pb::RecalledRef {
+            session_id: r.session_id,
+            seq: r.seq,
+            fact_id: r.fact_id,
+            rank: r.rank,
+        }
+    }
+}
+
+impl From<Recalled> for pb::RecalledMemory {
+    fn from(r: Recalled) -> Self {
+        let mut m = pb::RecalledMemory {
+            rank: r.rank,
+            ..Default::default()
+        };
+        match r.item {
+            RecalledItem::Turns {
+                session_id,
+                hit_seq,
+                turns,
+            } => {
+                m.session_id = session_id;
+                m.hit_seq = hit_seq;
+                m.turns = turns.into_iter().map(Into::into).collect();
+            }
+            RecalledItem::Fact(f) => m.fact = Some(f.into()),
+            RecalledItem::Episode(e) => {
+                m.session_id = e.session_id.clone();
+                m.episode = Some(e.into());
+            }
+        }
+        m
+    }
+}
+
 impl From<Bundle> for pb::ContextBundle {
     fn from(b: Bundle) -> Self {
         let s = b.session;
@@ -115,6 +157,7 @@ impl From<Bundle> for pb::ContextBundle {
             carried_actions: b.carried_actions.into_iter().map(Into::into).collect(),
             facts: b.facts.into_iter().map(Into::into).collect(),
             episodes: b.episodes.into_iter().map(Into::into).collect(),
+            recalled: b.recalled.into_iter().map(Into::into).collect(),
             manifest: Some(pb::BundleManifest {
                 sections: b.manifest.sections.into_iter().map(Into::into).collect(),
                 summary_version: b.manifest.summary_version,
@@ -126,6 +169,13 @@ impl From<Bundle> for pb::ContextBundle {
                         last_seq,
                     }),
                 complete: b.manifest.complete,
+                recalled_left_out: b
+                    .manifest
+                    .recalled_left_out
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
+                transcript: b.manifest.transcript,
             }),
         }
     }

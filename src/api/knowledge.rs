@@ -258,6 +258,8 @@ pub async fn search(m: &Memory, r: pb::SearchRequest) -> Result<pb::SearchRespon
             0 => DEFAULT_LIMIT,
             n => n,
         } as usize,
+        // Dates in the query ("last May") are relative to now.
+        reference_time: None,
     };
     let (hits, lag) = m.search(q).await?;
     Ok(pb::SearchResponse {

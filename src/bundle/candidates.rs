@@ -1,11 +1,13 @@
-//! The lines a bundle may hold, in priority order: the header, the
-//! summary's items, the subject's memory, recent and earlier turns, each
-//! with its whole form and (where it has one) a short form, ranked within
-//! its section by the query. Choosing what fits is `pack.rs`.
+//! The lines a bundle may hold, in priority order: the header, the newest
+//! interaction, the summary's pending actions and open questions, memory
+//! retrieved for the request, the rest of the summary, the subject's
+//! memory, recent and earlier turns, each with its whole form and (where
+//! it has one) a short form, ranked within its section by the query, and
+//! the share of the budget it draws on. Choosing what fits is `pack.rs`.
 
 use std::collections::HashSet;
 
-use super::compress;
+use super::{compress, recalled};
 use super::{BundleRequest, Inputs, Section};
 use crate::model::{
     ActionStatus, CarriedAction, Encoding, Episode, Fact, Role, SessionState, SessionSummary, Turn,
@@ -38,9 +40,22 @@ impl Line {
     }
 }
 
+/// The share of the budget a candidate draws on while sections compete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Share {
+    /// The newest interaction (the last user turn and what followed),
+    /// kept before anything else, with no limit but the budget.
+    Last,
+    /// The interaction before it, kept next, within a share.
+    Newest,
+    /// Its section's share.
+    Section(Section),
+}
+
 /// One thing the bundle may hold.
 pub(super) struct Candidate {
     pub(super) section: Section,
+    pub(super) share: Share,
     /// Position for display: the item's index in the summary, or a seq.
     pub(super) key: u64,
     pub(super) full: Line,
@@ -132,6 +147,7 @@ fn turn_candidate(section: Section, t: &Turn) -> Candidate {
         // Older turns are only ever shown shortened.
         Section::EarlierTurns => Candidate {
             section,
+            share: Share::Section(section),
             key: t.seq,
             full: short,
             short: None,
@@ -140,6 +156,7 @@ fn turn_candidate(section: Section, t: &Turn) -> Candidate {
         },
         _ => Candidate {
             section,
+            share: Share::Section(section),
             key: t.seq,
             full: Line::new(verbatim(t)),
             short: Some(short),
@@ -149,9 +166,10 @@ fn turn_candidate(section: Section, t: &Turn) -> Candidate {
     }
 }
 
-fn item(section: Section, key: usize, text: String) -> Candidate {
+pub(super) fn item(section: Section, key: usize, text: String) -> Candidate {
     Candidate {
         section,
+        share: Share::Section(section),
         key: key as u64,
         estimate: 0,
         full: Line::new(text),
@@ -181,7 +199,15 @@ fn ranked(
     idx
 }
 
-fn summary_candidates(s: &SessionSummary, req: &BundleRequest, out: &mut Vec<Candidate>) {
+/// The summary's items; with `pending_only`, only what is still open
+/// (pending actions not done, open questions): what a transcript cannot
+/// show, since a client may have set an action's status since.
+fn summary_candidates(
+    s: &SessionSummary,
+    req: &BundleRequest,
+    pending_only: bool,
+    out: &mut Vec<Candidate>,
+) {
     let query = words(&req.query);
     let pending: Vec<_> = s
         .pending_actions
@@ -213,6 +239,9 @@ fn summary_candidates(s: &SessionSummary, req: &BundleRequest, out: &mut Vec<Can
     let texts: Vec<String> = s.open_questions.iter().map(render::question_line).collect();
     for i in ranked(&texts, &query, plain) {
         out.push(item(Section::OpenQuestions, i, texts[i].clone()));
+    }
+    if pending_only {
+        return;
     }
     let texts: Vec<String> = s.decisions.iter().map(render::decision_line).collect();
     for i in ranked(&texts, &query, plain) {
@@ -259,7 +288,7 @@ fn carried_line(c: &CarriedAction) -> String {
     )
 }
 
-fn fact_item_line(f: &Fact) -> String {
+pub(super) fn fact_item_line(f: &Fact) -> String {
     if f.key.is_empty() {
         format!("- {}", one_line(&f.text))
     } else {
@@ -269,7 +298,7 @@ fn fact_item_line(f: &Fact) -> String {
 
 /// An episode in full (topic, outcome, prose, still-pending actions) and
 /// its short form (topic and outcome only).
-fn episode_lines(e: &Episode) -> (String, String) {
+pub(super) fn episode_lines(e: &Episode) -> (String, String) {
     let (y, m, d) =
         crate::summarize::rules::civil_from_days(e.ended_at.div_euclid(86_400_000_000_000));
     let day = format!("{y:04}-{m:02}-{d:02}");
@@ -323,8 +352,12 @@ fn memory_candidates(inputs: &Inputs, req: &BundleRequest, out: &mut Vec<Candida
         out.push(item(Section::CarriedActions, i, texts[i].clone()));
     }
     let texts: Vec<String> = m.facts.iter().map(fact_item_line).collect();
+    // A fact retrieved for the request is shown there, not twice.
+    let recalled = recalled::fact_ids(inputs);
     for i in ranked(&texts, &query, |_| (false, 0)) {
-        out.push(item(Section::Facts, i, texts[i].clone()));
+        if !recalled.contains(m.facts[i].fact_id.as_str()) {
+            out.push(item(Section::Facts, i, texts[i].clone()));
+        }
     }
 }
 
@@ -335,10 +368,15 @@ fn episode_candidates(inputs: &Inputs, req: &BundleRequest, out: &mut Vec<Candid
     // so rank over the reversed list.
     let lines: Vec<(String, String)> = eps.iter().rev().map(episode_lines).collect();
     let texts: Vec<String> = lines.iter().map(|(f, _)| f.clone()).collect();
+    let recalled = recalled::episode_ids(inputs);
     for i in ranked(&texts, &query, |_| (false, 0)) {
+        if recalled.contains(eps[eps.len() - 1 - i].session_id.as_str()) {
+            continue;
+        }
         let (full, short) = &lines[i];
         out.push(Candidate {
             section: Section::Episodes,
+            share: Share::Section(Section::Episodes),
             // Display newest first: key by position in the input.
             key: (eps.len() - 1 - i) as u64,
             estimate: 0,
@@ -349,9 +387,101 @@ fn episode_candidates(inputs: &Inputs, req: &BundleRequest, out: &mut Vec<Candid
     }
 }
 
+/// Where a candidate stands in the order candidates are offered.
+fn priority(c: &Candidate) -> u8 {
+    match (c.share, c.section) {
+        (_, Section::Header) => 0,
+        (Share::Last | Share::Newest, _) => 1,
+        (_, Section::PendingActions) => 2,
+        (_, Section::CarriedActions) => 3,
+        (_, Section::OpenQuestions) => 4,
+        (_, Section::Recalled) => 5,
+        (_, Section::Decisions) => 6,
+        (_, Section::Summary) => 7,
+        (_, Section::KeyFacts) => 8,
+        (_, Section::Facts) => 9,
+        (_, Section::RecentTurns) => 10,
+        (_, Section::Episodes) => 11,
+        (_, Section::EarlierTurns) => 12,
+    }
+}
+
+/// Interactions (user turns and what follows them) kept before anything
+/// else but the header.
+const NEWEST_INTERACTIONS: usize = 2;
+
+/// The header of a transcript bundle: one line, with what the header of
+/// a summary bundle says (owner, lease, state, reader).
+fn transcript_header(inputs: &Inputs, req: &BundleRequest) -> String {
+    let s = &inputs.session;
+    let subject = if s.subject_id.is_empty() {
+        String::new()
+    } else {
+        format!(", subject {}", s.subject_id)
+    };
+    let owner = if s.owner_agent.is_empty() {
+        "no owner agent".to_owned()
+    } else {
+        format!("owner agent {}", s.owner_agent)
+    };
+    let reader = if req.agent_id.is_empty() {
+        String::new()
+    } else {
+        format!(" Prepared for agent {}.", req.agent_id)
+    };
+    format!(
+        "# Session {}{subject}; {owner} (lease epoch {}); state {}; the whole transcript, turns 1–{}, verbatim below.{reader}",
+        s.session_id,
+        s.lease_epoch,
+        state_name(s.state),
+        s.last_seq()
+    )
+}
+
+/// A turn of a transcript bundle: speaker (or role) and text; the order
+/// gives the seq.
+fn transcript_candidate(t: &Turn) -> Candidate {
+    let who = if t.speaker.is_empty() {
+        role_name(t.role)
+    } else {
+        t.speaker.as_str()
+    };
+    let full = verbatim(t);
+    let rest = full.strip_prefix(&turn_prefix(t)).unwrap_or(&full);
+    let mut c = turn_candidate(Section::RecentTurns, t);
+    c.full = Line::new(format!("{who}:{rest}"));
+    c
+}
+
 /// Every candidate, in priority order. The first is the header's first
 /// line, which is always kept.
 pub(super) fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate> {
+    let mut out = if inputs.transcript {
+        let mut out = vec![item(Section::Header, 0, transcript_header(inputs, req))];
+        out.extend(inputs.recent.iter().rev().map(transcript_candidate));
+        out
+    } else {
+        summary_view(inputs, req)
+    };
+    let m = &inputs.memory;
+    if inputs.transcript {
+        if let Some(sum) = &inputs.summary {
+            summary_candidates(sum, req, true, &mut out);
+        }
+        let texts: Vec<String> = m.carried.iter().map(carried_line).collect();
+        for (i, text) in texts.into_iter().enumerate() {
+            out.push(item(Section::CarriedActions, i, text));
+        }
+    }
+    recalled::candidates(inputs, &mut out);
+    // Stable: each section keeps its ranking.
+    out.sort_by_key(priority);
+    out
+}
+
+/// The candidates of a session that does not fit whole: header, summary,
+/// the subject's memory, recent and earlier turns.
+fn summary_view(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate> {
     let s = &inputs.session;
     let mut out = Vec::new();
     out.push(item(
@@ -397,11 +527,19 @@ pub(super) fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate>
         ));
     }
     if let Some(sum) = &inputs.summary {
-        summary_candidates(sum, req, &mut out);
+        summary_candidates(sum, req, false, &mut out);
     }
     memory_candidates(inputs, req, &mut out);
+    let mut users = 0;
     for t in inputs.recent.iter().rev() {
-        out.push(turn_candidate(Section::RecentTurns, t));
+        let mut c = turn_candidate(Section::RecentTurns, t);
+        if users == 0 {
+            c.share = Share::Last;
+        } else if users < NEWEST_INTERACTIONS {
+            c.share = Share::Newest;
+        }
+        users += usize::from(t.role == Role::User);
+        out.push(c);
     }
     episode_candidates(inputs, req, &mut out);
     for t in inputs.earlier.iter().rev() {

@@ -18,10 +18,22 @@
 //! pending actions carried over from its past sessions, its current facts
 //! and its past episodes, each read with a fixed cap and ranked like the
 //! summary's items.
+//!
+//! Memory that bears on the request is retrieved by the domain (the
+//! search index over this session's older turns, the subject's other
+//! sessions, facts and episodes) and shown verbatim with a citation in
+//! its own section ([`Section::Recalled`]).
+//!
+//! No section crowds out the rest: while sections compete, each may take
+//! only its share of the budget (the newest interaction is kept first);
+//! what the shares left over then goes to what they cut, in priority order.
+//! A session whose whole transcript fits is given as that transcript under
+//! a one-line header, never as summary plus transcript.
 
 mod candidates;
 pub mod compress;
 mod pack;
+mod recalled;
 
 use crate::model::{
     CarriedAction, Decision, Encoding, Episode, Fact, KeyFact, OpenQuestion, PendingAction, Role,
@@ -60,6 +72,8 @@ pub struct BundleRequest {
     /// Most bytes of rendered text (set by the server from its message
     /// limit, so the response fits one message); 0 = no byte limit.
     pub max_bytes: usize,
+    /// Leave retrieved memory out.
+    pub skip_recall: bool,
 }
 
 impl BundleRequest {
@@ -83,6 +97,8 @@ pub enum Section {
     CarriedActions,
     /// Open questions.
     OpenQuestions,
+    /// Memory retrieved for the request.
+    Recalled,
     /// Decisions.
     Decisions,
     /// User intent and prose.
@@ -142,6 +158,19 @@ impl ManifestEntry {
     }
 }
 
+/// What was retrieved for a request and did not fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecalledRef {
+    /// The session of a turn or episode; empty for a fact.
+    pub session_id: String,
+    /// The seq of a turn; 0 otherwise.
+    pub seq: u64,
+    /// The id of a fact; empty otherwise.
+    pub fact_id: String,
+    /// Rank among what was retrieved, from 1.
+    pub rank: u32,
+}
+
 /// The accounting of a bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
@@ -153,6 +182,59 @@ pub struct Manifest {
     pub summarized: Option<SeqRange>,
     /// Nothing was shortened or omitted.
     pub complete: bool,
+    /// Retrieved memory that did not fit, best first.
+    pub recalled_left_out: Vec<RecalledRef>,
+    /// The whole session fitted: the bundle is its transcript.
+    pub transcript: bool,
+}
+
+/// One piece of memory retrieved for a request.
+#[derive(Debug, Clone)]
+pub struct Recalled {
+    /// Rank among what was retrieved, from 1.
+    pub rank: u32,
+    /// What it is.
+    pub item: RecalledItem,
+}
+
+/// What was retrieved.
+#[derive(Debug, Clone)]
+pub enum RecalledItem {
+    /// A turn that matched, with the neighbour completing its
+    /// question/answer pair when there is one (oldest first).
+    Turns {
+        /// Their session.
+        session_id: String,
+        /// The seq of the turn that matched.
+        hit_seq: u64,
+        /// The turns, oldest first; the hit among them.
+        turns: Vec<Turn>,
+    },
+    /// A current fact of the subject.
+    Fact(Fact),
+    /// A past session of the subject.
+    Episode(Episode),
+}
+
+impl Recalled {
+    /// Where it points, for the manifest.
+    pub fn reference(&self) -> RecalledRef {
+        let (session_id, seq, fact_id) = match &self.item {
+            RecalledItem::Turns {
+                session_id,
+                hit_seq,
+                ..
+            } => (session_id.clone(), *hit_seq, String::new()),
+            RecalledItem::Fact(f) => (String::new(), 0, f.fact_id.clone()),
+            RecalledItem::Episode(e) => (e.session_id.clone(), 0, String::new()),
+        };
+        RecalledRef {
+            session_id,
+            seq,
+            fact_id,
+            rank: self.rank,
+        }
+    }
 }
 
 /// A turn shortened for a bundle.
@@ -208,6 +290,9 @@ pub struct Bundle {
     pub facts: Vec<Fact>,
     /// The subject's past episodes that fit.
     pub episodes: Vec<Episode>,
+    /// Retrieved memory that fit, best first (a turn pair shortened to its
+    /// hit holds only the hit).
+    pub recalled: Vec<Recalled>,
     /// What was included, shortened and left out.
     pub manifest: Manifest,
 }
@@ -231,6 +316,11 @@ pub struct Inputs {
     pub unread: Option<SeqRange>,
     /// The subject's long-term memory (empty without a subject).
     pub memory: SubjectMemory,
+    /// Memory retrieved for the request, best first.
+    pub recalled: Vec<Recalled>,
+    /// The whole session is in `recent`, and fits: render it as its
+    /// transcript.
+    pub transcript: bool,
 }
 
 /// What a bundle shows of the subject beyond this session.

@@ -1,9 +1,15 @@
 //! Fitting a bundle into its budget. Every candidate line (a summary item,
-//! a turn, or an item of the subject's memory) is offered in priority
-//! order: header, pending actions, carried-over actions, open questions,
-//! decisions, summary, key facts, the subject's facts, recent turns (newest
-//! first), past episodes, earlier turns (newest first). A line is taken whole if it fits, else in
-//! its short form if it has one, else left out and counted in the manifest.
+//! a turn, retrieved memory, or an item of the subject's memory) is offered
+//! in priority order: header, the newest interactions, pending actions,
+//! carried-over actions, open questions, retrieved memory, decisions,
+//! summary, key facts, the subject's facts, the other recent turns (newest
+//! first), past episodes, earlier turns (newest first). A line is taken
+//! whole if it fits, else in its short form if it has one, else left out
+//! and counted in the manifest.
+//!
+//! While sections compete, each may take only its share of the budget
+//! ([`share`]); a line cut by its share alone is offered again, in
+//! priority order, once every section had its turn.
 //!
 //! Counting is exact and additive: every line ends with a newline and no
 //! line starts with whitespace (or '/'), and the OpenAI pre-tokenizers never
@@ -15,10 +21,11 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use super::candidates::{candidates, Candidate, Line};
+use super::candidates::{candidates, Candidate, Line, Share};
 use super::compress;
 use super::{
-    Bundle, BundleRequest, CompressedTurn, Inputs, Manifest, ManifestEntry, Section, SeqRange,
+    Bundle, BundleRequest, CompressedTurn, Inputs, Manifest, ManifestEntry, RecalledItem, Section,
+    SeqRange,
 };
 use crate::model::{Encoding, Turn};
 use crate::tokens;
@@ -40,6 +47,7 @@ fn heading(section: Section) -> &'static str {
         Section::PendingActions => "## Pending actions",
         Section::CarriedActions => "## Pending actions from earlier sessions",
         Section::OpenQuestions => "## Open questions",
+        Section::Recalled => "## Relevant memory (retrieved for the request)",
         Section::Decisions => "## Decisions",
         Section::Summary => "## Summary",
         Section::KeyFacts => "## Key facts",
@@ -50,8 +58,26 @@ fn heading(section: Section) -> &'static str {
     }
 }
 
+/// Most of the budget (after the note) a share may take while sections
+/// compete; `None` = no limit but the budget. Set by measurement on the
+/// retrieval development set (see `benches/retrieval.rs`).
+fn share(share: Share) -> Option<f64> {
+    Some(match share {
+        Share::Last => return None,
+        Share::Newest => 0.25,
+        Share::Section(s) => match s {
+            Section::Header | Section::RecentTurns | Section::EarlierTurns => return None,
+            Section::PendingActions => 0.15,
+            Section::CarriedActions | Section::OpenQuestions => 0.10,
+            Section::Recalled => 0.55,
+            Section::Decisions | Section::Summary => 0.10,
+            Section::KeyFacts | Section::Facts | Section::Episodes => 0.10,
+        },
+    })
+}
+
 /// Sections in reading order.
-const READING_ORDER: [Section; 11] = [
+const READING_ORDER: [Section; 12] = [
     Section::Header,
     Section::Summary,
     Section::PendingActions,
@@ -60,6 +86,7 @@ const READING_ORDER: [Section; 11] = [
     Section::Decisions,
     Section::KeyFacts,
     Section::Facts,
+    Section::Recalled,
     Section::Episodes,
     Section::EarlierTurns,
     Section::RecentTurns,
@@ -80,6 +107,8 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
                 s,
                 Some(heading(s))
                     .filter(|h| !h.is_empty())
+                    // A transcript is its one-line header and its turns.
+                    .filter(|_| !(inputs.transcript && s == Section::RecentTurns))
                     .map(|h| Line::new(h.to_owned())),
             )
         })
@@ -117,19 +146,61 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
     )
 }
 
-/// Chooses, in priority order, what fits in `allowance` tokens.
+/// Chooses, in priority order, what fits in `allowance` tokens: first
+/// within each share's limit, then, for what a share alone cut, within
+/// what is left.
 fn choose(
     cands: &mut [Candidate],
     enc: Encoding,
     (allowance, max_bytes): (u64, usize),
     headings: &[(Section, Option<Line>)],
 ) -> Vec<Choice> {
-    let mut used = 0u64;
-    let mut bytes = 0usize;
-    let mut headed: HashSet<Section> = HashSet::new();
+    let mut state = Chooser {
+        used: 0,
+        bytes: 0,
+        headed: HashSet::new(),
+        taken: std::collections::HashMap::new(),
+    };
     let mut choices = Vec::with_capacity(cands.len());
+    let mut deferred = Vec::new();
     for (i, c) in cands.iter_mut().enumerate() {
-        let head = if headed.contains(&c.section) {
+        let limit = share(c.share).map(|f| (allowance as f64 * f) as u64);
+        let (choice, capped) = state.offer(c, i == 0, enc, (allowance, max_bytes), limit, headings);
+        if capped {
+            deferred.push(i);
+        }
+        choices.push(choice);
+    }
+    for i in deferred {
+        let c = &mut cands[i];
+        let (choice, _) = state.offer(c, false, enc, (allowance, max_bytes), None, headings);
+        choices[i] = choice;
+    }
+    choices
+}
+
+/// What the choices so far have spent.
+struct Chooser {
+    used: u64,
+    bytes: usize,
+    headed: HashSet<Section>,
+    /// Tokens taken per share.
+    taken: std::collections::HashMap<Share, u64>,
+}
+
+impl Chooser {
+    /// Offers one candidate; the second value says whether its share's
+    /// limit alone kept it out (or short).
+    fn offer(
+        &mut self,
+        c: &mut Candidate,
+        always: bool,
+        enc: Encoding,
+        (allowance, max_bytes): (u64, usize),
+        limit: Option<u64>,
+        headings: &[(Section, Option<Line>)],
+    ) -> (Choice, bool) {
+        let head = if self.headed.contains(&c.section) {
             0
         } else {
             headings
@@ -138,40 +209,51 @@ fn choose(
                 .and_then(|(_, h)| h.as_ref())
                 .map_or(0, |h| u64::from(h.tokens.unwrap_or(0)))
         };
-        let left = allowance.saturating_sub(used + head);
+        let left = allowance.saturating_sub(self.used + head);
+        let taken = self.taken.get(&c.share).copied().unwrap_or(0);
+        let share_left = limit.map_or(u64::MAX, |l| l.saturating_sub(taken + head));
         // The response carries the text and a structured copy, so the
         // text's bytes are bounded too (a third of the message limit).
+        let bytes = self.bytes;
         let fits_bytes = |line: &Line| bytes + line.text.len() <= max_bytes;
         // Stored counts are in the session's encoding; a text far over
         // what is left is not measured at all.
         let worth_measuring = c.estimate <= left.saturating_mul(2) + 64 && fits_bytes(&c.full);
         let mut choice = Choice::Omitted;
-        if i == 0 || worth_measuring {
+        let mut capped = false;
+        let mut cost = 0;
+        if always || worth_measuring {
             let n = u64::from(c.full.tokens(enc));
-            if i == 0 || n <= left {
-                used += n + head;
-                bytes += c.full.text.len();
+            if always || (n <= left && n <= share_left) {
+                cost = n;
+                self.bytes += c.full.text.len();
                 choice = Choice::Full;
+            } else if n <= left {
+                capped = true;
             }
         }
         if choice == Choice::Omitted {
             if let Some(short) = c.short.as_mut() {
-                if bytes + short.text.len() <= max_bytes {
+                if fits_bytes(short) {
                     let n = u64::from(short.tokens(enc));
-                    if n <= left {
-                        used += n + head;
-                        bytes += short.text.len();
+                    if n <= left && n <= share_left {
+                        cost = n;
+                        self.bytes += short.text.len();
                         choice = Choice::Short;
+                    } else if n <= left {
+                        capped = true;
                     }
                 }
             }
         }
         if choice != Choice::Omitted {
-            headed.insert(c.section);
+            self.used += cost + head;
+            *self.taken.entry(c.share).or_insert(0) += cost + head;
+            self.headed.insert(c.section);
         }
-        choices.push(choice);
+        // Only a candidate left out entirely is offered again.
+        (choice, capped && choice == Choice::Omitted)
     }
-    choices
 }
 
 /// Whether a choice lost anything: a short form that is lossy, or an
@@ -276,13 +358,21 @@ fn assemble(
         earlier,
         unread,
         memory,
+        recalled,
+        transcript,
     } = inputs;
     let mut sections: Vec<ManifestEntry> = Vec::new();
     for (c, &ch) in cands.iter().zip(&choices) {
-        if sections.last().is_none_or(|e| e.section != c.section) {
-            sections.push(ManifestEntry::new(c.section));
-        }
-        let e = sections.last_mut().expect("pushed above");
+        // The newest turns come early and the other recent turns later:
+        // one entry per section all the same.
+        let pos = match sections.iter().position(|e| e.section == c.section) {
+            Some(p) => p,
+            None => {
+                sections.push(ManifestEntry::new(c.section));
+                sections.len() - 1
+            }
+        };
+        let e = &mut sections[pos];
         e.available += 1;
         let lossy = is_shortened(c, ch);
         match ch {
@@ -296,8 +386,7 @@ fn assemble(
             Choice::Omitted => 0,
         };
     }
-    // Candidates of one section are contiguous, so each section has one
-    // entry; fill the seq ranges of the turn sections.
+    // Fill the seq ranges of the turn sections.
     for e in sections.iter_mut() {
         if !matches!(e.section, Section::RecentTurns | Section::EarlierTurns) {
             continue;
@@ -362,8 +451,11 @@ fn assemble(
         carried_actions: Vec::new(),
         facts: Vec::new(),
         episodes: Vec::new(),
+        recalled: Vec::new(),
         manifest: Manifest {
             complete: shortened == 0 && omitted == 0,
+            recalled_left_out: Vec::new(),
+            transcript,
             sections,
             summary_version: summary.as_ref().map_or(0, |s| s.version),
             summarized: summary
@@ -389,6 +481,25 @@ fn assemble(
     bundle.carried_actions = pick(&memory.carried, chosen(Section::CarriedActions));
     bundle.facts = pick(&memory.facts, chosen(Section::Facts));
     bundle.episodes = pick(&memory.episodes, chosen(Section::Episodes));
+    for (c, &ch) in cands.iter().zip(&choices) {
+        if c.section != Section::Recalled {
+            continue;
+        }
+        let mut r = recalled[c.key as usize].clone();
+        match ch {
+            Choice::Omitted => bundle.manifest.recalled_left_out.push(r.reference()),
+            Choice::Short => {
+                // A turn pair shortened to the turn that matched.
+                if let RecalledItem::Turns { hit_seq, turns, .. } = &mut r.item {
+                    turns.retain(|t| t.seq == *hit_seq);
+                }
+                bundle.recalled.push(r);
+            }
+            Choice::Full => bundle.recalled.push(r),
+        }
+    }
+    bundle.recalled.sort_by_key(|r| r.rank);
+    bundle.manifest.recalled_left_out.sort_by_key(|r| r.rank);
     let by_seq: std::collections::HashMap<u64, &Turn> =
         recent.iter().chain(&earlier).map(|t| (t.seq, t)).collect();
     let mut short_turns: Vec<CompressedTurn> = Vec::new();

@@ -2,15 +2,20 @@
 //! packs it. The session is read once; turns are read back from the
 //! newest in chunks (without re-reading the session) only as far as the
 //! budget could reach; the subject's newest facts are read newest first
-//! without scanning older ones.
+//! without scanning older ones; memory that bears on the request is
+//! retrieved (`recall`). A session whose whole transcript fits the budget
+//! is read whole and given as its transcript.
+
+use std::collections::HashSet;
 
 use super::episodes::apply_overrides;
+use super::recall::{recall, Shown};
 use super::{validate, Memory};
 use crate::bundle::{
     self, Bundle, BundleRequest, Inputs, SubjectMemory, MAX_SHORT_TURN_COST, MIN_TURN_COST,
 };
 use crate::error::{Error, Result};
-use crate::model::{Role, Session};
+use crate::model::{ActionStatus, Role, Session};
 use crate::store::Store;
 
 /// Turns read per store call while walking back.
@@ -23,6 +28,11 @@ const MAX_FACTS: usize = 200;
 const FACT_SCAN: usize = MAX_FACTS * 20;
 /// Most past episodes a bundle considers (the newest).
 const MAX_EPISODES: usize = 20;
+/// Tokens a transcript line costs beyond its turn's text, about (the
+/// speaker's name and a colon).
+const TRANSCRIPT_TURN_COST: u64 = 6;
+/// Tokens of a transcript's one-line header, about.
+const TRANSCRIPT_HEADER_COST: u64 = 40;
 
 impl Memory {
     /// Builds a context bundle of a session (see [`crate::bundle`]).
@@ -39,9 +49,21 @@ impl Memory {
         let mut req = req;
         req.max_bytes = self.limits.max_message_bytes / 3;
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
-        // Reading and tokenizing both block: one trip to the pool.
-        self.blocking(move |st| Ok(bundle::build(gather(st, &ns, &id, &req)?, &req)))
-            .await
+        let index = self.search.clone();
+        // Reading, searching and tokenizing all block: one trip to the pool.
+        self.blocking(move |st| {
+            let mut inputs = gather(st, &ns, &id, &req)?;
+            let mut seqs: HashSet<u64> = inputs.recent.iter().map(|t| t.seq).collect();
+            seqs.extend(inputs.earlier.iter().map(|t| t.seq));
+            let shown = Shown {
+                seqs,
+                whole_session: inputs.transcript,
+                recent: &inputs.recent,
+            };
+            inputs.recalled = recall(st, &index, &inputs.session, &req, &shown)?;
+            Ok(bundle::build(inputs, &req))
+        })
+        .await
     }
 }
 
@@ -94,6 +116,26 @@ pub(super) fn gather(
         .as_ref()
         .map_or(0, |s| s.covers_through_seq.min(as_of));
     let budget = u64::from(req.budget_tokens);
+    // The whole session fits: its transcript, read whole (its turns' tokens
+    // are within the budget, so they are few).
+    let same_encoding = req.encoding.is_none_or(|e| e == session.settings.encoding);
+    let whole = session.total_tokens + as_of * TRANSCRIPT_TURN_COST + TRANSCRIPT_HEADER_COST;
+    if same_encoding && as_of > 0 && whole <= budget {
+        let recent = store.read_turns(ns, session_id, 1, as_of, as_of as usize)?;
+        if recent.len() as u64 != as_of {
+            return Err(Error::session_not_found(ns, session_id));
+        }
+        return Ok(Inputs {
+            session,
+            summary,
+            recent,
+            earlier: Vec::new(),
+            unread: None,
+            memory,
+            recalled: Vec::new(),
+            transcript: true,
+        });
+    }
 
     // The recent window: back from the newest turn until it holds the
     // asked-for number of user turns, or more tokens than the budget.
@@ -151,5 +193,7 @@ pub(super) fn gather(
         earlier,
         unread,
         memory,
+        recalled: Vec::new(),
+        transcript: false,
     })
 }

@@ -24,6 +24,7 @@ mod gather;
 pub mod handoff;
 pub mod knowledge;
 pub mod page;
+mod recall;
 pub mod sessions;
 pub mod summary;
 pub mod turns;

@@ -6,6 +6,7 @@
 //! shares. It imports nothing else of the crate and decides nothing: rules
 //! live in the domain (`memory`), persistence in `store`.
 
+pub mod calendar;
 pub mod knowledge;
 pub mod limits;
 pub mod records;

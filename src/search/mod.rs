@@ -12,25 +12,26 @@
 //! fact never shows up, whatever the index lag. This module never reads
 //! storage itself.
 
-use std::collections::HashSet;
+mod query;
+mod schema;
+pub mod when;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
-use tantivy::schema::{
-    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, INDEXED, STORED,
-    STRING,
-};
-use tantivy::snippet::SnippetGenerator;
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::error::{Error, Result};
-use crate::model::{Episode, Fact, FactOrigin, IndexChange, Role, Session, Turn};
+use crate::model::{Episode, Fact, FactOrigin, IndexChange, Session, Turn, UnixNanos};
+pub use schema::turn_time;
+use schema::{
+    episode_key, fact_key, role_tag, schema, seconds, session_key, turn_key, turn_text, Fields,
+    ANALYZER,
+};
 
 /// Most hits a search may ask for.
 pub const MAX_LIMIT: u32 = 100;
@@ -77,15 +78,9 @@ pub trait Documents {
     ) -> Result<(Vec<Episode>, Option<Vec<u8>>)>;
 }
 
-/// Most distinct query terms used (the rest are ignored).
-const MAX_TERMS: usize = 64;
-/// Longest snippet, in characters.
-const SNIPPET_CHARS: usize = 200;
 /// The commit payload of a complete index of this layout. An index
 /// without it (older layout, or a rebuild that did not finish) is rebuilt.
-const COMPLETE: &str = "mnemo-search-v1 complete";
-/// The text analyzer of the `text` field.
-const ANALYZER: &str = "mnemo_en";
+const COMPLETE: &str = "mnemo-search-v2 complete";
 /// Words too common in agent conversations and questions to rank by:
 /// Lucene's English stop words (without "no" and "not") and the question
 /// and pronoun words agents put in a search.
@@ -146,6 +141,8 @@ pub struct SearchQuery {
     pub kinds: Vec<Kind>,
     /// Most hits.
     pub limit: usize,
+    /// What dates in the query are relative to ("last May"); `None` = now.
+    pub reference_time: Option<UnixNanos>,
 }
 
 /// One ranked result.
@@ -166,97 +163,10 @@ pub struct Hit {
     /// Fact: its id.
     pub fact_id: String,
     /// Turn: its role.
-    pub role: Option<Role>,
-}
-
-#[derive(Clone, Copy)]
-struct Fields {
-    /// Unique per document: upserts delete by it.
-    doc_key: Field,
-    ns: Field,
-    subject: Field,
-    /// `ns \0 session_id`: deleting a session deletes by it.
-    session_key: Field,
-    session_id: Field,
-    kind: Field,
-    seq: Field,
-    ref_id: Field,
-    role: Field,
-    text: Field,
-}
-
-fn schema() -> (Schema, Fields) {
-    let mut b = Schema::builder();
-    let text_opts = TextOptions::default()
-        .set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(ANALYZER)
-                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-        )
-        .set_stored();
-    let f = Fields {
-        doc_key: b.add_text_field("doc_key", STRING),
-        ns: b.add_text_field("ns", STRING),
-        subject: b.add_text_field("subject", STRING | STORED),
-        session_key: b.add_text_field("session_key", STRING),
-        session_id: b.add_text_field("session_id", STORED),
-        kind: b.add_text_field("kind", STRING | STORED),
-        seq: b.add_u64_field("seq", STORED | INDEXED),
-        ref_id: b.add_text_field("ref_id", STORED),
-        role: b.add_text_field("role", STORED),
-        text: b.add_text_field("text", text_opts),
-    };
-    (b.build(), f)
-}
-
-fn session_key(ns: &str, session_id: &str) -> String {
-    format!("{ns}\u{0}{session_id}")
-}
-
-fn turn_key(ns: &str, session_id: &str, seq: u64) -> String {
-    format!("t\u{0}{ns}\u{0}{session_id}\u{0}{seq}")
-}
-
-fn fact_key(ns: &str, fact_id: &str) -> String {
-    format!("f\u{0}{ns}\u{0}{fact_id}")
-}
-
-fn episode_key(ns: &str, session_id: &str) -> String {
-    format!("e\u{0}{ns}\u{0}{session_id}")
-}
-
-fn role_tag(r: Role) -> &'static str {
-    match r {
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::System => "system",
-        Role::Tool => "tool",
-    }
-}
-
-fn role_from_tag(t: &str) -> Option<Role> {
-    match t {
-        "user" => Some(Role::User),
-        "assistant" => Some(Role::Assistant),
-        "system" => Some(Role::System),
-        "tool" => Some(Role::Tool),
-        _ => None,
-    }
-}
-
-/// The searchable text of a turn: its content and its tool call's name,
-/// arguments, result and error.
-fn turn_text(t: &Turn) -> String {
-    let mut text = t.content.clone();
-    if let Some(c) = &t.tool_call {
-        for part in [&c.tool_name, &c.arguments_json, &c.result, &c.error_details] {
-            if !part.is_empty() {
-                text.push('\n');
-                text.push_str(part);
-            }
-        }
-    }
-    text
+    pub role: Option<crate::model::Role>,
+    /// When it happened (a turn's client time when given), seconds since
+    /// the epoch.
+    pub time_seconds: u64,
 }
 
 fn index_error(e: tantivy::TantivyError) -> Error {
@@ -313,7 +223,7 @@ impl SearchIndex {
         Ok((s, rebuild))
     }
 
-    fn open_dir(dir: &Path, schema: Schema) -> Result<(Index, bool)> {
+    fn open_dir(dir: &Path, schema: tantivy::schema::Schema) -> Result<(Index, bool)> {
         let io = |e: std::io::Error| {
             Error::Storage(format!("search index directory {}: {e}", dir.display()))
         };
@@ -356,7 +266,13 @@ impl SearchIndex {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn add_turn(&self, w: &IndexWriter<TantivyDocument>, s: &Session, t: &Turn) -> Result<()> {
+    fn add_turn(
+        &self,
+        w: &IndexWriter<TantivyDocument>,
+        s: &Session,
+        t: &Turn,
+        before: Option<&Turn>,
+    ) -> Result<()> {
         let f = self.f;
         let key = turn_key(&s.namespace, &s.session_id, t.seq);
         w.delete_term(Term::from_field_text(f.doc_key, &key));
@@ -370,6 +286,11 @@ impl SearchIndex {
         doc.add_u64(f.seq, t.seq);
         doc.add_text(f.role, role_tag(t.role));
         doc.add_text(f.text, turn_text(t));
+        if let Some(b) = before {
+            doc.add_text(f.context, &b.content);
+        }
+        doc.add_text(f.speaker, &t.speaker);
+        doc.add_u64(f.time, seconds(turn_time(t)));
         w.add_document(doc).map_err(index_error)?;
         Ok(())
     }
@@ -408,6 +329,7 @@ impl SearchIndex {
             format!("{}: {}", fact.key.replace(['_', '.', '-'], " "), fact.text)
         };
         doc.add_text(f.text, text);
+        doc.add_u64(f.time, seconds(fact.created_at));
         w.add_document(doc).map_err(index_error)?;
         Ok(())
     }
@@ -432,6 +354,7 @@ impl SearchIndex {
         doc.add_text(f.kind, Kind::Episode.tag());
         doc.add_text(f.ref_id, session_id);
         doc.add_text(f.text, e.text());
+        doc.add_u64(f.time, seconds(e.ended_at));
         w.add_document(doc).map_err(index_error)?;
         Ok(())
     }
@@ -444,7 +367,9 @@ impl SearchIndex {
         (first, last): (u64, u64),
     ) -> Result<()> {
         let (ns, sid) = (&session.namespace, &session.session_id);
-        let mut from = first;
+        // Each turn is indexed with the one before it, so start a turn early.
+        let mut from = first.saturating_sub(1).max(1);
+        let mut before: Option<Turn> = None;
         while from <= last {
             let page = match store.turns(ns, sid, from, last, REBUILD_PAGE) {
                 Ok(p) => p,
@@ -455,8 +380,11 @@ impl SearchIndex {
             let Some(end) = page.last().map(|t| t.seq) else {
                 return Ok(());
             };
-            for t in &page {
-                self.add_turn(w, session, t)?;
+            for t in page {
+                if t.seq >= first {
+                    self.add_turn(w, session, &t, before.as_ref())?;
+                }
+                before = Some(t);
             }
             from = end + 1;
         }
@@ -599,143 +527,5 @@ impl SearchIndex {
     /// Documents in the index (live ones).
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
-    }
-
-    fn filter(&self, field: Field, value: &str) -> (Occur, Box<dyn Query>) {
-        let q = TermQuery::new(
-            Term::from_field_text(field, value),
-            IndexRecordOption::Basic,
-        );
-        // Filters must not move scores.
-        (
-            Occur::Must,
-            Box::new(ConstScoreQuery::new(Box::new(q), 0.0)),
-        )
-    }
-
-    /// Runs a search. Each candidate hit is shown to `keep`, which checks it
-    /// against the store: what was deleted is dropped even if the index has
-    /// not caught up.
-    pub fn search(
-        &self,
-        q: &SearchQuery,
-        keep: &mut dyn FnMut(&Hit) -> Result<bool>,
-    ) -> Result<Vec<Hit>> {
-        if !self.is_ready() {
-            return Err(Error::Unavailable(
-                "the search index is being rebuilt from the store; retry shortly".into(),
-            ));
-        }
-        let f = self.f;
-        // Plain words: the field's own tokenizer (lowercase, stemmed), no
-        // query syntax.
-        let mut tokenizer = self
-            .index
-            .tokenizer_for_field(f.text)
-            .map_err(index_error)?;
-        let mut stream = tokenizer.token_stream(&q.query);
-        let mut seen = HashSet::new();
-        let mut words: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        while stream.advance() {
-            let t = stream.token().text.clone();
-            if words.len() < MAX_TERMS && seen.insert(t.clone()) {
-                words.push((
-                    Occur::Should,
-                    Box::new(TermQuery::new(
-                        Term::from_field_text(f.text, &t),
-                        IndexRecordOption::WithFreqs,
-                    )),
-                ));
-            }
-        }
-        if words.is_empty() {
-            return Ok(Vec::new());
-        }
-        let text_query = BooleanQuery::new(words);
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Must, Box::new(text_query.clone()))];
-        clauses.push(self.filter(f.ns, &q.namespace));
-        if let Some(s) = &q.subject_id {
-            clauses.push(self.filter(f.subject, s));
-        }
-        if let Some(s) = &q.session_id {
-            clauses.push(self.filter(f.session_key, &session_key(&q.namespace, s)));
-        }
-        if !q.kinds.is_empty() && q.kinds.len() < 3 {
-            let kinds: Vec<(Occur, Box<dyn Query>)> = q
-                .kinds
-                .iter()
-                .map(|k| {
-                    let t: Box<dyn Query> = Box::new(TermQuery::new(
-                        Term::from_field_text(f.kind, k.tag()),
-                        IndexRecordOption::Basic,
-                    ));
-                    (Occur::Should, t)
-                })
-                .collect();
-            clauses.push((
-                Occur::Must,
-                Box::new(ConstScoreQuery::new(
-                    Box::new(BooleanQuery::new(kinds)),
-                    0.0,
-                )),
-            ));
-        }
-        let query = BooleanQuery::new(clauses);
-        let searcher = self.reader.searcher();
-        // Room for hits the store check drops.
-        let fetch = q.limit * 2 + 10;
-        let top = searcher
-            .search(&query, &TopDocs::with_limit(fetch))
-            .map_err(index_error)?;
-        let mut snippets =
-            SnippetGenerator::create(&searcher, &text_query, f.text).map_err(index_error)?;
-        snippets.set_max_num_chars(SNIPPET_CHARS);
-        let mut hits = Vec::new();
-        // Turns already shown, directly or as an extracted fact.
-        let mut shown: HashSet<(String, u64)> = HashSet::new();
-        for (score, addr) in top {
-            if hits.len() == q.limit {
-                break;
-            }
-            let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
-            let text = |field: Field| {
-                doc.get_first(field)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let Some(kind) = Kind::from_tag(&text(f.kind)) else {
-                continue;
-            };
-            let mut snippet = snippets.snippet_from_doc(&doc).fragment().to_owned();
-            if snippet.is_empty() {
-                snippet = text(f.text).chars().take(SNIPPET_CHARS).collect();
-            }
-            let hit = Hit {
-                kind,
-                score,
-                snippet,
-                subject_id: text(f.subject),
-                session_id: text(f.session_id),
-                seq: doc.get_first(f.seq).and_then(|v| v.as_u64()).unwrap_or(0),
-                fact_id: if kind == Kind::Fact {
-                    text(f.ref_id)
-                } else {
-                    String::new()
-                },
-                role: role_from_tag(&text(f.role)),
-            };
-            let turn = (hit.kind != Kind::Episode && hit.seq > 0)
-                .then(|| (hit.session_id.clone(), hit.seq));
-            if turn.as_ref().is_some_and(|t| shown.contains(t)) {
-                continue;
-            }
-            if keep(&hit)? {
-                shown.extend(turn);
-                hits.push(hit);
-            }
-        }
-        Ok(hits)
     }
 }

@@ -1,0 +1,141 @@
+//! Memory retrieved for a bundle's request, as lines: each turn verbatim
+//! under a citation (session, seq, date), a turn's question/answer
+//! neighbour with it (its short form drops the neighbour), a fact with the
+//! day it was stated, an episode like the episodes section shows it.
+
+use std::collections::HashSet;
+
+use super::candidates::{
+    episode_lines, fact_item_line, turn_prefix, verbatim, Candidate, Line, Share,
+};
+use super::{Inputs, RecalledItem, Section};
+use crate::model::calendar::civil_from_days;
+use crate::model::{Turn, UnixNanos};
+use crate::search::turn_time;
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// A day as people write it: "8 May 2023".
+pub(super) fn day(t: UnixNanos) -> String {
+    let (y, m, d) = civil_from_days(t.div_euclid(86_400_000_000_000));
+    format!("{d} {} {y}", MONTHS[(m as usize).clamp(1, 12) - 1])
+}
+
+/// A retrieved turn: its citation, then the turn as the recent turns show
+/// it (content and exact tool call).
+fn cited(session_id: &str, t: &Turn) -> String {
+    let whole = verbatim(t);
+    let prefix = turn_prefix(t);
+    let rest = whole.strip_prefix(&prefix).unwrap_or(&whole);
+    let who = prefix
+        .split_once(' ')
+        .map_or("", |(_, who)| who)
+        .trim_end_matches(':');
+    format!(
+        "[session {session_id} #{}, {}] {who}:{rest}",
+        t.seq,
+        day(turn_time(t))
+    )
+}
+
+/// Fact ids among the retrieved memory.
+pub(super) fn fact_ids(inputs: &Inputs) -> HashSet<&str> {
+    inputs
+        .recalled
+        .iter()
+        .filter_map(|r| match &r.item {
+            RecalledItem::Fact(f) => Some(f.fact_id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Sessions whose episode is among the retrieved memory.
+pub(super) fn episode_ids(inputs: &Inputs) -> HashSet<&str> {
+    inputs
+        .recalled
+        .iter()
+        .filter_map(|r| match &r.item {
+            RecalledItem::Episode(e) => Some(e.session_id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The candidates of the retrieved memory, best first; keyed by position.
+pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
+    for (i, r) in inputs.recalled.iter().enumerate() {
+        let section = Section::Recalled;
+        let c = match &r.item {
+            RecalledItem::Turns {
+                session_id,
+                hit_seq,
+                turns,
+            } => {
+                let lines: Vec<String> = turns.iter().map(|t| cited(session_id, t)).collect();
+                let hit = turns.iter().find(|t| t.seq == *hit_seq);
+                let short = hit
+                    .filter(|_| turns.len() > 1)
+                    .map(|t| Line::new(cited(session_id, t)));
+                Candidate {
+                    section,
+                    share: Share::Section(section),
+                    key: i as u64,
+                    full: Line::new(lines.join("\n")),
+                    short_lossy: short.is_some(),
+                    short,
+                    estimate: turns.iter().map(|t| u64::from(t.token_count)).sum(),
+                }
+            }
+            RecalledItem::Fact(f) => {
+                let mut c = super::candidates::item(
+                    section,
+                    i,
+                    format!("{} (stated {})", fact_item_line(f), day(f.created_at)),
+                );
+                c.key = i as u64;
+                c
+            }
+            RecalledItem::Episode(e) => {
+                let (full, short) = episode_lines(e);
+                Candidate {
+                    section,
+                    share: Share::Section(section),
+                    key: i as u64,
+                    full: Line::new(full.clone()),
+                    short_lossy: short != full,
+                    short: (short != full).then(|| Line::new(short)),
+                    estimate: 0,
+                }
+            }
+        };
+        out.push(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::calendar::days_from_civil;
+
+    #[test]
+    fn days_read_like_people_write_them() {
+        let t = days_from_civil(2023, 5, 8) * 86_400_000_000_000 + 1;
+        assert_eq!(day(t), "8 May 2023");
+        let t = days_from_civil(1999, 12, 31) * 86_400_000_000_000;
+        assert_eq!(day(t), "31 December 1999");
+    }
+}

@@ -1,0 +1,256 @@
+//! Running a search: the query's words matched on a record's own text, on
+//! the turn before it and on its speaker, word pairs matched as phrases,
+//! dates the query names matched against when a record happened, scope
+//! enforced as filters, and every candidate checked by the caller before
+//! it is returned.
+
+use std::collections::HashSet;
+use std::ops::Bound;
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
+};
+use tantivy::schema::{Field, IndexRecordOption, Value};
+use tantivy::snippet::SnippetGenerator;
+use tantivy::{TantivyDocument, Term};
+
+use super::schema::{role_from_tag, session_key};
+use super::{index_error, when, Hit, Kind, SearchIndex, SearchQuery};
+use crate::error::{Error, Result};
+
+/// Most distinct query terms used (the rest are ignored).
+const MAX_TERMS: usize = 64;
+/// Longest snippet, in characters.
+const SNIPPET_CHARS: usize = 200;
+/// Weight of a word found in the turn before a turn, against 1 for its own
+/// text.
+const CONTEXT_BOOST: f32 = 0.35;
+/// Weight of a word that names a turn's speaker.
+const SPEAKER_BOOST: f32 = 0.5;
+/// Weight of two query words found next to each other (slop 2: a removed
+/// stop word or two may stand between them).
+const PHRASE_BOOST: f32 = 0.6;
+/// Score added to a record from the period a query names.
+const WHEN_BOOST: f32 = 1.5;
+
+impl SearchIndex {
+    fn filter(&self, field: Field, value: &str) -> (Occur, Box<dyn Query>) {
+        let q = TermQuery::new(
+            Term::from_field_text(field, value),
+            IndexRecordOption::Basic,
+        );
+        // Filters must not move scores.
+        (
+            Occur::Must,
+            Box::new(ConstScoreQuery::new(Box::new(q), 0.0)),
+        )
+    }
+
+    /// The query's analyzed words, distinct, in order, at most
+    /// [`MAX_TERMS`].
+    fn terms(&self, text: &str) -> Result<Vec<String>> {
+        let mut tokenizer = self
+            .index
+            .tokenizer_for_field(self.f.text)
+            .map_err(index_error)?;
+        let mut stream = tokenizer.token_stream(text);
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        while stream.advance() {
+            let t = stream.token().text.clone();
+            if out.len() < MAX_TERMS && seen.insert(t.clone()) {
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The scoring part of a query: what a record must match at least one
+    /// word of, and the text query snippets are cut around.
+    fn scoring(&self, q: &SearchQuery, terms: &[String]) -> (BooleanQuery, BooleanQuery) {
+        let f = self.f;
+        let term = |field: Field, t: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, t),
+                IndexRecordOption::WithFreqs,
+            ))
+        };
+        let text_words: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .map(|t| (Occur::Should, term(f.text, t)))
+            .collect();
+        let text_query = BooleanQuery::new(text_words);
+        let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in terms {
+            any.push((Occur::Should, term(f.text, t)));
+            any.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(term(f.context, t), CONTEXT_BOOST)),
+            ));
+            any.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(term(f.speaker, t), SPEAKER_BOOST)),
+            ));
+        }
+        for pair in terms.windows(2) {
+            let mut phrase = PhraseQuery::new(
+                pair.iter()
+                    .map(|t| Term::from_field_text(f.text, t))
+                    .collect(),
+            );
+            phrase.set_slop(2);
+            any.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(Box::new(phrase), PHRASE_BOOST)),
+            ));
+        }
+        if let Some((from, to)) = when::period(&q.query, q.reference_time) {
+            let range = RangeQuery::new(
+                Bound::Included(Term::from_field_u64(f.time, from)),
+                Bound::Excluded(Term::from_field_u64(f.time, to)),
+            );
+            any.push((
+                Occur::Should,
+                Box::new(ConstScoreQuery::new(Box::new(range), WHEN_BOOST)),
+            ));
+        }
+        (BooleanQuery::new(any), text_query)
+    }
+
+    /// Runs a search. Each candidate hit is shown to `keep`, which checks it
+    /// against the store: what was deleted is dropped even if the index has
+    /// not caught up.
+    pub fn search(
+        &self,
+        q: &SearchQuery,
+        keep: &mut dyn FnMut(&Hit) -> Result<bool>,
+    ) -> Result<Vec<Hit>> {
+        if !self.is_ready() {
+            return Err(Error::Unavailable(
+                "the search index is being rebuilt from the store; retry shortly".into(),
+            ));
+        }
+        let f = self.f;
+        let terms = self.terms(&q.query)?;
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (scoring, text_query) = self.scoring(q, &terms);
+        // A record must share a word with the query (a date alone does not
+        // make a hit).
+        let words: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .flat_map(|t| {
+                [f.text, f.context, f.speaker].map(|field| {
+                    let q: Box<dyn Query> = Box::new(TermQuery::new(
+                        Term::from_field_text(field, t),
+                        IndexRecordOption::Basic,
+                    ));
+                    (Occur::Should, q)
+                })
+            })
+            .collect();
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
+            (Occur::Must, Box::new(scoring)),
+            (
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(
+                    Box::new(BooleanQuery::new(words)),
+                    0.0,
+                )),
+            ),
+        ];
+        clauses.push(self.filter(f.ns, &q.namespace));
+        if let Some(s) = &q.subject_id {
+            clauses.push(self.filter(f.subject, s));
+        }
+        if let Some(s) = &q.session_id {
+            clauses.push(self.filter(f.session_key, &session_key(&q.namespace, s)));
+        }
+        if !q.kinds.is_empty() && q.kinds.len() < 3 {
+            let kinds: Vec<(Occur, Box<dyn Query>)> = q
+                .kinds
+                .iter()
+                .map(|k| {
+                    let t: Box<dyn Query> = Box::new(TermQuery::new(
+                        Term::from_field_text(f.kind, k.tag()),
+                        IndexRecordOption::Basic,
+                    ));
+                    (Occur::Should, t)
+                })
+                .collect();
+            clauses.push((
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(
+                    Box::new(BooleanQuery::new(kinds)),
+                    0.0,
+                )),
+            ));
+        }
+        let query = BooleanQuery::new(clauses);
+        let searcher = self.reader.searcher();
+        // Room for hits the store check drops.
+        let fetch = q.limit * 2 + 10;
+        let top = searcher
+            .search(&query, &TopDocs::with_limit(fetch))
+            .map_err(index_error)?;
+        let mut snippets =
+            SnippetGenerator::create(&searcher, &text_query, f.text).map_err(index_error)?;
+        snippets.set_max_num_chars(SNIPPET_CHARS);
+        let mut found = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
+            let time = doc.get_first(f.time).and_then(|v| v.as_u64()).unwrap_or(0);
+            found.push((score, time, doc));
+        }
+        // Recency only breaks ties.
+        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        let mut hits = Vec::new();
+        // Turns already shown, directly or as an extracted fact.
+        let mut shown: HashSet<(String, u64)> = HashSet::new();
+        for (score, time, doc) in found {
+            if hits.len() == q.limit {
+                break;
+            }
+            let text = |field: Field| {
+                doc.get_first(field)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let Some(kind) = Kind::from_tag(&text(f.kind)) else {
+                continue;
+            };
+            let mut snippet = snippets.snippet_from_doc(&doc).fragment().to_owned();
+            if snippet.is_empty() {
+                snippet = text(f.text).chars().take(SNIPPET_CHARS).collect();
+            }
+            let hit = Hit {
+                kind,
+                score,
+                snippet,
+                subject_id: text(f.subject),
+                session_id: text(f.session_id),
+                seq: doc.get_first(f.seq).and_then(|v| v.as_u64()).unwrap_or(0),
+                fact_id: if kind == Kind::Fact {
+                    text(f.ref_id)
+                } else {
+                    String::new()
+                },
+                role: role_from_tag(&text(f.role)),
+                time_seconds: time,
+            };
+            let turn = (hit.kind != Kind::Episode && hit.seq > 0)
+                .then(|| (hit.session_id.clone(), hit.seq));
+            if turn.as_ref().is_some_and(|t| shown.contains(t)) {
+                continue;
+            }
+            if keep(&hit)? {
+                shown.extend(turn);
+                hits.push(hit);
+            }
+        }
+        Ok(hits)
+    }
+}

@@ -1,0 +1,134 @@
+//! The index's layout: its fields, the keys documents are upserted and
+//! deleted by, and the text each kind of record is indexed with.
+
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING,
+};
+
+use crate::model::{Role, Turn, UnixNanos};
+
+/// The text analyzer of the text fields.
+pub(super) const ANALYZER: &str = "mnemo_en";
+
+#[derive(Clone, Copy)]
+pub(super) struct Fields {
+    /// Unique per document: upserts delete by it.
+    pub(super) doc_key: Field,
+    pub(super) ns: Field,
+    pub(super) subject: Field,
+    /// `ns \0 session_id`: deleting a session deletes by it.
+    pub(super) session_key: Field,
+    pub(super) session_id: Field,
+    pub(super) kind: Field,
+    pub(super) seq: Field,
+    pub(super) ref_id: Field,
+    pub(super) role: Field,
+    /// The record's own words.
+    pub(super) text: Field,
+    /// A turn's neighbour: the turn before it, so an answer is found by the
+    /// question it answers ("what is your dog called?" / "Max").
+    pub(super) context: Field,
+    /// Who said a turn.
+    pub(super) speaker: Field,
+    /// When it happened, in seconds since the epoch: the client's time of
+    /// a turn when it gave one. Ranks equal scores newest first and
+    /// matches dates named in a query.
+    pub(super) time: Field,
+}
+
+pub(super) fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let analyzed = |stored: bool, positions: bool| {
+        let opts = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(if positions {
+                    IndexRecordOption::WithFreqsAndPositions
+                } else {
+                    IndexRecordOption::WithFreqs
+                }),
+        );
+        if stored {
+            opts.set_stored()
+        } else {
+            opts
+        }
+    };
+    let f = Fields {
+        doc_key: b.add_text_field("doc_key", STRING),
+        ns: b.add_text_field("ns", STRING),
+        subject: b.add_text_field("subject", STRING | STORED),
+        session_key: b.add_text_field("session_key", STRING),
+        session_id: b.add_text_field("session_id", STORED),
+        kind: b.add_text_field("kind", STRING | STORED),
+        seq: b.add_u64_field("seq", STORED | INDEXED),
+        ref_id: b.add_text_field("ref_id", STORED),
+        role: b.add_text_field("role", STORED),
+        text: b.add_text_field("text", analyzed(true, true)),
+        context: b.add_text_field("context", analyzed(false, false)),
+        speaker: b.add_text_field("speaker", analyzed(false, false)),
+        time: b.add_u64_field("time", STORED | INDEXED | FAST),
+    };
+    (b.build(), f)
+}
+
+pub(super) fn session_key(ns: &str, session_id: &str) -> String {
+    format!("{ns}\u{0}{session_id}")
+}
+
+pub(super) fn turn_key(ns: &str, session_id: &str, seq: u64) -> String {
+    format!("t\u{0}{ns}\u{0}{session_id}\u{0}{seq}")
+}
+
+pub(super) fn fact_key(ns: &str, fact_id: &str) -> String {
+    format!("f\u{0}{ns}\u{0}{fact_id}")
+}
+
+pub(super) fn episode_key(ns: &str, session_id: &str) -> String {
+    format!("e\u{0}{ns}\u{0}{session_id}")
+}
+
+pub(super) fn role_tag(r: Role) -> &'static str {
+    match r {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::System => "system",
+        Role::Tool => "tool",
+    }
+}
+
+pub(super) fn role_from_tag(t: &str) -> Option<Role> {
+    match t {
+        "user" => Some(Role::User),
+        "assistant" => Some(Role::Assistant),
+        "system" => Some(Role::System),
+        "tool" => Some(Role::Tool),
+        _ => None,
+    }
+}
+
+/// The searchable text of a turn: its content and its tool call's name,
+/// arguments, result and error.
+pub(super) fn turn_text(t: &Turn) -> String {
+    let mut text = t.content.clone();
+    if let Some(c) = &t.tool_call {
+        for part in [&c.tool_name, &c.arguments_json, &c.result, &c.error_details] {
+            if !part.is_empty() {
+                text.push('\n');
+                text.push_str(part);
+            }
+        }
+    }
+    text
+}
+
+/// A turn's time for the index: the client's when given, else the
+/// server's.
+pub fn turn_time(t: &Turn) -> UnixNanos {
+    t.client_time.unwrap_or(t.server_time)
+}
+
+/// Seconds since the epoch, clamped at zero.
+pub(super) fn seconds(t: UnixNanos) -> u64 {
+    u64::try_from(t.div_euclid(1_000_000_000)).unwrap_or(0)
+}
