@@ -1,0 +1,402 @@
+//! Retrieval into context bundles, through gRPC on a real socket: what an
+//! earlier session said comes back with its citation; an empty query uses
+//! the newest user turn; nothing of another subject or namespace and
+//! nothing of a deleted session is retrieved; the newest interaction is
+//! kept at every budget even when a summary is full of key facts; a short
+//! session's bundle is its transcript.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use mnemo::pb;
+use mnemo::pb::memory_service_client::MemoryServiceClient;
+use tonic::transport::Channel;
+
+type Client = MemoryServiceClient<Channel>;
+
+async fn session(c: &mut Client, ns: &str, id: &str, subject: &str) {
+    c.create_session(pb::CreateSessionRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+        subject_id: subject.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
+fn at(role: pb::Role, speaker: &str, content: &str, seconds: i64) -> pb::NewTurn {
+    pb::NewTurn {
+        client_time: Some(prost_types::Timestamp { seconds, nanos: 0 }),
+        ..turn(role, speaker, content)
+    }
+}
+
+async fn close(c: &mut Client, ns: &str, id: &str) {
+    c.close_session(pb::CloseSessionRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+    })
+    .await
+    .unwrap();
+}
+
+/// Waits until the search index has applied every change.
+async fn indexed(c: &mut Client, ns: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lag = c
+            .search(search_request(ns, "", "warmup"))
+            .await
+            .map(|r| r.into_inner().index_lag);
+        if matches!(lag, Ok(0)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the index never caught up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn bundle(c: &mut Client, ns: &str, id: &str, budget: u32, query: &str) -> pb::ContextBundle {
+    c.get_context_bundle(pb::GetContextBundleRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+        budget_tokens: budget,
+        query: query.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .bundle
+    .unwrap()
+}
+
+/// 8 May 2023, 13:56 UTC.
+const MAY_8: i64 = 1_683_554_160;
+
+/// Two subjects with a past session each (closed) and an open one.
+async fn two_subjects(c: &mut Client, ns: &str) {
+    session(c, ns, "ann-1", "ann").await;
+    let past = vec![
+        at(
+            pb::Role::User,
+            "ann",
+            "I finally adopted a dog last weekend!",
+            MAY_8,
+        ),
+        at(
+            pb::Role::Assistant,
+            "helper",
+            "Congratulations! What did you name your dog?",
+            MAY_8 + 30,
+        ),
+        at(
+            pb::Role::User,
+            "ann",
+            "We called him Biscuit, he is a beagle.",
+            MAY_8 + 60,
+        ),
+        at(
+            pb::Role::Assistant,
+            "helper",
+            "Biscuit is a lovely name.",
+            MAY_8 + 90,
+        ),
+    ];
+    c.append_turns(append_req(ns, "ann-1", past)).await.unwrap();
+    close(c, ns, "ann-1").await;
+    session(c, ns, "bob-1", "bob").await;
+    let other = vec![
+        at(
+            pb::Role::User,
+            "bob",
+            "My dog is called Rocket and he hates baths.",
+            MAY_8,
+        ),
+        at(
+            pb::Role::Assistant,
+            "helper",
+            "Rocket sounds energetic.",
+            MAY_8 + 30,
+        ),
+    ];
+    c.append_turns(append_req(ns, "bob-1", other))
+        .await
+        .unwrap();
+    session(c, ns, "ann-2", "ann").await;
+    let now = vec![
+        at(
+            pb::Role::User,
+            "ann",
+            "Hi again, I need advice on puppy training.",
+            MAY_8 + 86_400 * 30,
+        ),
+        at(
+            pb::Role::Assistant,
+            "helper",
+            "Happy to help with training.",
+            MAY_8 + 86_400 * 30 + 30,
+        ),
+    ];
+    c.append_turns(append_req(ns, "ann-2", now)).await.unwrap();
+    indexed(c, ns).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_sessions_answer_comes_back_with_its_citation() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    two_subjects(&mut c, "ns").await;
+    let b = bundle(&mut c, "ns", "ann-2", 1000, "What is the name of my dog?").await;
+    let text = &b.rendered_text;
+    assert!(text.contains("Biscuit"), "{text}");
+    assert!(text.contains("[session ann-1 #3, 8 May 2023]"), "{text}");
+    assert!(text.contains("## Relevant memory"), "{text}");
+    // Structured: the question/answer pair (whichever of the two matched),
+    // with its rank.
+    let r = b
+        .recalled
+        .iter()
+        .find(|r| r.session_id == "ann-1" && r.turns.iter().any(|t| t.seq == 3))
+        .expect("the answer turn is retrieved");
+    assert!(r.rank >= 1);
+    assert!(r.turns.iter().any(|t| t.seq == r.hit_seq));
+    assert!(r.turns.iter().any(|t| t.content.contains("Biscuit")));
+    // Another subject's dog never shows up.
+    assert!(!text.contains("Rocket"), "{text}");
+    assert!(b.recalled.iter().all(|r| r.session_id != "bob-1"));
+    // The manifest counts the section.
+    let m = b.manifest.unwrap();
+    let e = m
+        .sections
+        .iter()
+        .find(|e| e.section == pb::BundleSection::Recalled as i32)
+        .expect("a RECALLED entry");
+    assert_eq!(e.included + e.shortened, b.recalled.len() as u32);
+    assert_eq!(e.available, e.included + e.shortened + e.omitted);
+    assert_eq!(m.recalled_left_out.len() as u32, e.omitted);
+    assert!(b.token_count <= 1000);
+
+    // Without retrieval it is not there (the session is short: its
+    // transcript, which never mentions the name).
+    let without = c
+        .get_context_bundle(pb::GetContextBundleRequest {
+            namespace: "ns".into(),
+            session_id: "ann-2".into(),
+            budget_tokens: 1000,
+            query: "What is the name of my dog?".into(),
+            skip_recall: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .bundle
+        .unwrap();
+    assert!(!without.rendered_text.contains("Biscuit"));
+    assert!(without.recalled.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_query_uses_the_newest_user_turn_and_namespaces_stay_apart() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    two_subjects(&mut c, "ns").await;
+    // The same subject id in another namespace, with a dog of its own.
+    session(&mut c, "other", "ann-x", "ann").await;
+    c.append_turns(append_req(
+        "other",
+        "ann-x",
+        vec![at(
+            pb::Role::User,
+            "ann",
+            "My beagle dog is named Pretzel.",
+            MAY_8,
+        )],
+    ))
+    .await
+    .unwrap();
+    indexed(&mut c, "other").await;
+    c.append_turns(append_req(
+        "ns",
+        "ann-2",
+        vec![at(
+            pb::Role::User,
+            "ann",
+            "Is a beagle hard to train?",
+            MAY_8 + 86_400 * 31,
+        )],
+    ))
+    .await
+    .unwrap();
+    indexed(&mut c, "ns").await;
+    let b = bundle(&mut c, "ns", "ann-2", 1000, "").await;
+    assert!(
+        b.rendered_text.contains("he is a beagle"),
+        "{}",
+        b.rendered_text
+    );
+    assert!(!b.rendered_text.contains("Pretzel"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_sessions_turns_never_come_back() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    two_subjects(&mut c, "ns").await;
+    c.delete_session(pb::DeleteSessionRequest {
+        namespace: "ns".into(),
+        session_id: "ann-1".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // Asked at once, whatever the index has applied yet.
+    for _ in 0..2 {
+        let b = bundle(&mut c, "ns", "ann-2", 1000, "What is the name of my dog?").await;
+        assert!(!b.rendered_text.contains("Biscuit"), "{}", b.rendered_text);
+        assert!(b.recalled.iter().all(|r| r.session_id != "ann-1"));
+        indexed(&mut c, "ns").await;
+    }
+    server.stop().await;
+}
+
+/// A CI-debugging session in which every turn names a build, a job id and
+/// an error code.
+fn ci_turns(n: usize) -> Vec<pb::NewTurn> {
+    (0..n)
+        .map(|i| {
+            if i % 2 == 0 {
+                turn(
+                    pb::Role::User,
+                    "dev",
+                    &format!(
+                        "Build #{} failed again: job JOB-{} exited with E{:04} in stage test-{}. Can you check job JOB-{}?",
+                        7000 + i,
+                        20_000 + i,
+                        1000 + i % 37,
+                        i % 5,
+                        20_000 + i
+                    ),
+                )
+            } else {
+                turn(
+                    pb::Role::Assistant,
+                    "ci-agent",
+                    &format!(
+                        "Job JOB-{} on build #{} shows E{:04} from the runner; retrying it now on runner r-{}.",
+                        20_000 + i - 1,
+                        7000 + i - 1,
+                        1000 + (i - 1) % 37,
+                        i % 9
+                    ),
+                )
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newest_interactions_survive_every_budget() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    session(&mut c, "ns", "ci", "repo").await;
+    let turns = ci_turns(200);
+    let last_two: Vec<String> = turns[198..].iter().map(|t| t.content.clone()).collect();
+    for chunk in turns.chunks(50) {
+        c.append_turns(append_req("ns", "ci", chunk.to_vec()))
+            .await
+            .unwrap();
+    }
+    c.summarize(pb::SummarizeRequest {
+        namespace: "ns".into(),
+        session_id: "ci".into(),
+        wait: true,
+    })
+    .await
+    .unwrap();
+    indexed(&mut c, "ns").await;
+    for budget in [1000, 2000, 4000, 8000] {
+        let b = bundle(&mut c, "ns", "ci", budget, "").await;
+        assert!(b.token_count <= budget);
+        for content in &last_two {
+            assert!(
+                b.rendered_text.contains(content.as_str()),
+                "budget {budget}: the last interaction is missing:\n{}",
+                b.rendered_text
+            );
+        }
+        let seqs: Vec<u64> = b.recent_turns.iter().map(|t| t.seq).collect();
+        assert!(
+            seqs.contains(&199) && seqs.contains(&200),
+            "{budget}: {seqs:?}"
+        );
+        // No section takes everything: key facts stay within their share.
+        let m = b.manifest.unwrap();
+        let key_facts = m
+            .sections
+            .iter()
+            .find(|e| e.section == pb::BundleSection::KeyFacts as i32)
+            .map_or(0, |e| e.tokens);
+        assert!(
+            key_facts <= budget / 2,
+            "budget {budget}: key facts took {key_facts}"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_sessions_bundle_is_its_transcript() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    session(&mut c, "ns", "short", "").await;
+    let turns: Vec<pb::NewTurn> = (0..100)
+        .map(|i| {
+            if i % 2 == 0 {
+                turn(
+                    pb::Role::User,
+                    "",
+                    &format!("question number {i} about the plan?"),
+                )
+            } else {
+                turn(pb::Role::Assistant, "", &format!("answer {i}: fine."))
+            }
+        })
+        .collect();
+    c.append_turns(append_req("ns", "short", turns.clone()))
+        .await
+        .unwrap();
+    indexed(&mut c, "ns").await;
+    let transcript: String = turns
+        .iter()
+        .map(|t| {
+            let role = if t.role == pb::Role::User as i32 {
+                "user"
+            } else {
+                "assistant"
+            };
+            format!("{role}: {}\n", t.content)
+        })
+        .collect();
+    let tokens = mnemo::tokens::count(mnemo::model::Encoding::Cl100kBase, &transcript) as u32;
+    let b = bundle(&mut c, "ns", "short", 8000, "").await;
+    let m = b.manifest.as_ref().unwrap();
+    assert!(m.transcript, "{}", b.rendered_text);
+    assert_eq!(b.recent_turns.len(), 100);
+    let header = b.rendered_text.lines().next().unwrap();
+    let header_tokens =
+        mnemo::tokens::count(mnemo::model::Encoding::Cl100kBase, &format!("{header}\n")) as u32;
+    assert!(
+        b.token_count <= tokens + header_tokens,
+        "bundle {} > transcript {tokens} + header {header_tokens}",
+        b.token_count
+    );
+    assert_eq!(b.rendered_text.lines().count(), 101);
+    server.stop().await;
+}
