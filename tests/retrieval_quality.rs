@@ -22,10 +22,10 @@ use mnemo::pb;
 use serde::Deserialize;
 
 /// Floors one question below the figures reached when they were set
-/// (recall@5 0.857 = 42/49, MRR 0.669): hits with equal scores may come
+/// (recall@5 0.878 = 43/49, MRR 0.678): hits with equal scores may come
 /// back in another order when the index is segmented differently.
-const RECALL_AT_5_FLOOR: f64 = 0.83;
-const MRR_FLOOR: f64 = 0.63;
+const RECALL_AT_5_FLOOR: f64 = 0.85;
+const MRR_FLOOR: f64 = 0.65;
 
 #[derive(Deserialize)]
 struct Corpus {

@@ -50,6 +50,9 @@ pub(super) enum Share {
     Newest,
     /// Its section's share.
     Section(Section),
+    /// The neighbour of a retrieved turn, completing its question/answer
+    /// pair: after every retrieved item, within a share of its own.
+    Neighbour,
 }
 
 /// One thing the bundle may hold.
@@ -395,14 +398,15 @@ fn priority(c: &Candidate) -> u8 {
         (_, Section::PendingActions) => 2,
         (_, Section::CarriedActions) => 3,
         (_, Section::OpenQuestions) => 4,
+        (Share::Neighbour, _) => 6,
         (_, Section::Recalled) => 5,
-        (_, Section::Decisions) => 6,
-        (_, Section::Summary) => 7,
-        (_, Section::KeyFacts) => 8,
-        (_, Section::Facts) => 9,
-        (_, Section::RecentTurns) => 10,
-        (_, Section::Episodes) => 11,
-        (_, Section::EarlierTurns) => 12,
+        (_, Section::Decisions) => 7,
+        (_, Section::Summary) => 8,
+        (_, Section::KeyFacts) => 9,
+        (_, Section::Facts) => 10,
+        (_, Section::RecentTurns) => 11,
+        (_, Section::Episodes) => 12,
+        (_, Section::EarlierTurns) => 13,
     }
 }
 

@@ -65,6 +65,7 @@ fn share(share: Share) -> Option<f64> {
     Some(match share {
         Share::Last => return None,
         Share::Newest => 0.25,
+        Share::Neighbour => 0.20,
         Share::Section(s) => match s {
             Section::Header | Section::RecentTurns | Section::EarlierTurns => return None,
             Section::PendingActions => 0.15,
@@ -327,6 +328,66 @@ fn render_text(
     (text, count, (shortened, omitted))
 }
 
+/// The retrieved memory that made it in, each item with the turns of it
+/// that fit, and its manifest entry counted by item: included whole,
+/// shortened (a neighbour did not fit) or left out.
+fn recalled_items(
+    bundle: &mut Bundle,
+    recalled: Vec<super::Recalled>,
+    cands: &[Candidate],
+    choices: &[Choice],
+) {
+    use super::recalled::KEY_STRIDE;
+    let mut hit = vec![false; recalled.len()];
+    let mut kept: Vec<Vec<u64>> = vec![Vec::new(); recalled.len()];
+    let mut lost = vec![false; recalled.len()];
+    for (c, &ch) in cands.iter().zip(choices) {
+        if c.section != Section::Recalled {
+            continue;
+        }
+        let i = (c.key / KEY_STRIDE) as usize;
+        let is_hit = c.key % KEY_STRIDE == 1;
+        match (ch, is_hit) {
+            (Choice::Omitted, false) => lost[i] = true,
+            (_, false) => kept[i].push(c.key % KEY_STRIDE),
+            (Choice::Omitted, true) => {}
+            (_, true) => hit[i] = true,
+        }
+    }
+    let (mut included, mut shortened, mut omitted) = (0u32, 0u32, 0u32);
+    for (i, mut r) in recalled.into_iter().enumerate() {
+        if !hit[i] {
+            omitted += 1;
+            bundle.manifest.recalled_left_out.push(r.reference());
+            continue;
+        }
+        if let RecalledItem::Turns { hit_seq, turns, .. } = &mut r.item {
+            let hit_seq = *hit_seq;
+            let places = &kept[i];
+            turns.retain(|t| {
+                t.seq == hit_seq
+                    || (t.seq < hit_seq && places.contains(&0))
+                    || (t.seq > hit_seq && places.contains(&2))
+            });
+        }
+        if lost[i] {
+            shortened += 1;
+        } else {
+            included += 1;
+        }
+        bundle.recalled.push(r);
+    }
+    if let Some(e) = bundle
+        .manifest
+        .sections
+        .iter_mut()
+        .find(|e| e.section == Section::Recalled)
+    {
+        e.available = included + shortened + omitted;
+        (e.included, e.shortened, e.omitted) = (included, shortened, omitted);
+    }
+}
+
 /// Seqs as inclusive ranges.
 fn ranges(seqs: impl IntoIterator<Item = u64>) -> Vec<SeqRange> {
     let sorted: BTreeSet<u64> = seqs.into_iter().collect();
@@ -481,25 +542,7 @@ fn assemble(
     bundle.carried_actions = pick(&memory.carried, chosen(Section::CarriedActions));
     bundle.facts = pick(&memory.facts, chosen(Section::Facts));
     bundle.episodes = pick(&memory.episodes, chosen(Section::Episodes));
-    for (c, &ch) in cands.iter().zip(&choices) {
-        if c.section != Section::Recalled {
-            continue;
-        }
-        let mut r = recalled[c.key as usize].clone();
-        match ch {
-            Choice::Omitted => bundle.manifest.recalled_left_out.push(r.reference()),
-            Choice::Short => {
-                // A turn pair shortened to the turn that matched.
-                if let RecalledItem::Turns { hit_seq, turns, .. } = &mut r.item {
-                    turns.retain(|t| t.seq == *hit_seq);
-                }
-                bundle.recalled.push(r);
-            }
-            Choice::Full => bundle.recalled.push(r),
-        }
-    }
-    bundle.recalled.sort_by_key(|r| r.rank);
-    bundle.manifest.recalled_left_out.sort_by_key(|r| r.rank);
+    recalled_items(&mut bundle, recalled, &cands, &choices);
     let by_seq: std::collections::HashMap<u64, &Turn> =
         recent.iter().chain(&earlier).map(|t| (t.seq, t)).collect();
     let mut short_turns: Vec<CompressedTurn> = Vec::new();

@@ -1,7 +1,7 @@
 //! Memory retrieved for a bundle's request, as lines: each turn verbatim
 //! under a citation (session, seq, date), a turn's question/answer
-//! neighbour with it (its short form drops the neighbour), a fact with the
-//! day it was stated, an episode like the episodes section shows it.
+//! neighbour next to it when the budget allows, a fact with the day it was
+//! stated, an episode like the episodes section shows it.
 
 use std::collections::HashSet;
 
@@ -75,38 +75,57 @@ pub(super) fn episode_ids(inputs: &Inputs) -> HashSet<&str> {
         .collect()
 }
 
-/// The candidates of the retrieved memory, best first; keyed by position.
+/// Keys of retrieved memory: the item's position times this, plus the
+/// line's place within the item (a neighbour before the hit, the hit, a
+/// neighbour after it), so lines show in rank order and turn order.
+pub(super) const KEY_STRIDE: u64 = 4;
+
+/// The candidates of the retrieved memory: every item's hit, best first,
+/// then the neighbours completing question/answer pairs, which draw on a
+/// share of their own ("where the budget allows").
 pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
+    let section = Section::Recalled;
+    let mut neighbours = Vec::new();
     for (i, r) in inputs.recalled.iter().enumerate() {
-        let section = Section::Recalled;
+        let base = i as u64 * KEY_STRIDE;
         let c = match &r.item {
             RecalledItem::Turns {
                 session_id,
                 hit_seq,
                 turns,
             } => {
-                let lines: Vec<String> = turns.iter().map(|t| cited(session_id, t)).collect();
-                let hit = turns.iter().find(|t| t.seq == *hit_seq);
-                let short = hit
-                    .filter(|_| turns.len() > 1)
-                    .map(|t| Line::new(cited(session_id, t)));
+                for t in turns.iter().filter(|t| t.seq != *hit_seq) {
+                    let place = if t.seq < *hit_seq { 0 } else { 2 };
+                    neighbours.push(Candidate {
+                        section,
+                        share: Share::Neighbour,
+                        key: base + place,
+                        full: Line::new(cited(session_id, t)),
+                        short: None,
+                        short_lossy: false,
+                        estimate: u64::from(t.token_count),
+                    });
+                }
+                let Some(hit) = turns.iter().find(|t| t.seq == *hit_seq) else {
+                    continue;
+                };
                 Candidate {
                     section,
                     share: Share::Section(section),
-                    key: i as u64,
-                    full: Line::new(lines.join("\n")),
-                    short_lossy: short.is_some(),
-                    short,
-                    estimate: turns.iter().map(|t| u64::from(t.token_count)).sum(),
+                    key: base + 1,
+                    full: Line::new(cited(session_id, hit)),
+                    short: None,
+                    short_lossy: false,
+                    estimate: u64::from(hit.token_count),
                 }
             }
             RecalledItem::Fact(f) => {
                 let mut c = super::candidates::item(
                     section,
-                    i,
+                    0,
                     format!("{} (stated {})", fact_item_line(f), day(f.created_at)),
                 );
-                c.key = i as u64;
+                c.key = base + 1;
                 c
             }
             RecalledItem::Episode(e) => {
@@ -114,7 +133,7 @@ pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
                 Candidate {
                     section,
                     share: Share::Section(section),
-                    key: i as u64,
+                    key: base + 1,
                     full: Line::new(full.clone()),
                     short_lossy: short != full,
                     short: (short != full).then(|| Line::new(short)),
@@ -124,6 +143,7 @@ pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
         };
         out.push(c);
     }
+    out.extend(neighbours);
 }
 
 #[cfg(test)]

@@ -119,7 +119,18 @@ pub(super) fn gather(
     // The whole session fits: its transcript, read whole (its turns' tokens
     // are within the budget, so they are few).
     let same_encoding = req.encoding.is_none_or(|e| e == session.settings.encoding);
-    let whole = session.total_tokens + as_of * TRANSCRIPT_TURN_COST + TRANSCRIPT_HEADER_COST;
+    // Open items go with it (about four bytes a token).
+    let open_items: u64 = summary.as_ref().map_or(0, |s| {
+        let actions = s
+            .pending_actions
+            .iter()
+            .filter(|a| a.status != ActionStatus::Done)
+            .map(|a| a.action.len() + 40);
+        let questions = s.open_questions.iter().map(|q| q.question.len() + 20);
+        actions.chain(questions).sum::<usize>() as u64 / 4
+    });
+    let whole =
+        session.total_tokens + as_of * TRANSCRIPT_TURN_COST + TRANSCRIPT_HEADER_COST + open_items;
     if same_encoding && as_of > 0 && whole <= budget {
         let recent = store.read_turns(ns, session_id, 1, as_of, as_of as usize)?;
         if recent.len() as u64 != as_of {

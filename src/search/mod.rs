@@ -271,7 +271,7 @@ impl SearchIndex {
         w: &IndexWriter<TantivyDocument>,
         s: &Session,
         t: &Turn,
-        before: Option<&Turn>,
+        neighbours: [Option<&Turn>; 2],
     ) -> Result<()> {
         let f = self.f;
         let key = turn_key(&s.namespace, &s.session_id, t.seq);
@@ -286,8 +286,8 @@ impl SearchIndex {
         doc.add_u64(f.seq, t.seq);
         doc.add_text(f.role, role_tag(t.role));
         doc.add_text(f.text, turn_text(t));
-        if let Some(b) = before {
-            doc.add_text(f.context, &b.content);
+        for n in neighbours.into_iter().flatten() {
+            doc.add_text(f.context, &n.content);
         }
         doc.add_text(f.speaker, &t.speaker);
         doc.add_u64(f.time, seconds(turn_time(t)));
@@ -367,9 +367,12 @@ impl SearchIndex {
         (first, last): (u64, u64),
     ) -> Result<()> {
         let (ns, sid) = (&session.namespace, &session.session_id);
-        // Each turn is indexed with the one before it, so start a turn early.
-        let mut from = first.saturating_sub(1).max(1);
-        let mut before: Option<Turn> = None;
+        // Each turn is indexed with its neighbours: start two turns early,
+        // and index the turn before `first` again, now that it has a turn
+        // after it.
+        let redo = first.saturating_sub(1).max(1);
+        let mut from = first.saturating_sub(2).max(1);
+        let (mut before, mut current): (Option<Turn>, Option<Turn>) = (None, None);
         while from <= last {
             let page = match store.turns(ns, sid, from, last, REBUILD_PAGE) {
                 Ok(p) => p,
@@ -378,15 +381,18 @@ impl SearchIndex {
                 Err(e) => return Err(e),
             };
             let Some(end) = page.last().map(|t| t.seq) else {
-                return Ok(());
+                break;
             };
             for t in page {
-                if t.seq >= first {
-                    self.add_turn(w, session, &t, before.as_ref())?;
+                if let Some(c) = current.as_ref().filter(|c| c.seq >= redo) {
+                    self.add_turn(w, session, c, [before.as_ref(), Some(&t)])?;
                 }
-                before = Some(t);
+                before = current.replace(t);
             }
             from = end + 1;
+        }
+        if let Some(c) = current.as_ref().filter(|c| c.seq >= redo) {
+            self.add_turn(w, session, c, [before.as_ref(), None])?;
         }
         Ok(())
     }

@@ -26,11 +26,12 @@ const SNIPPET_CHARS: usize = 200;
 /// Weight of a word found in the turn before a turn, against 1 for its own
 /// text.
 const CONTEXT_BOOST: f32 = 0.35;
-/// Weight of a word that names a turn's speaker.
-const SPEAKER_BOOST: f32 = 0.5;
+/// Weight of a word that names a turn's speaker (questions name the
+/// person they are about; a speaker term is common, so its idf is low).
+const SPEAKER_BOOST: f32 = 2.5;
 /// Weight of two query words found next to each other (slop 2: a removed
 /// stop word or two may stand between them).
-const PHRASE_BOOST: f32 = 0.6;
+const PHRASE_BOOST: f32 = 0.3;
 /// Score added to a record from the period a query names.
 const WHEN_BOOST: f32 = 1.5;
 
@@ -118,45 +119,47 @@ impl SearchIndex {
         (BooleanQuery::new(any), text_query)
     }
 
-    /// Runs a search. Each candidate hit is shown to `keep`, which checks it
-    /// against the store: what was deleted is dropped even if the index has
-    /// not caught up.
-    pub fn search(
+    /// The whole query: scoring, at least `least` of the query's words
+    /// matched (on the text, a neighbour or the speaker), and the scope.
+    fn scoped(
         &self,
         q: &SearchQuery,
-        keep: &mut dyn FnMut(&Hit) -> Result<bool>,
-    ) -> Result<Vec<Hit>> {
-        if !self.is_ready() {
-            return Err(Error::Unavailable(
-                "the search index is being rebuilt from the store; retry shortly".into(),
-            ));
-        }
+        scoring: &BooleanQuery,
+        terms: &[String],
+        least: usize,
+    ) -> BooleanQuery {
         let f = self.f;
-        let terms = self.terms(&q.query)?;
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (scoring, text_query) = self.scoring(q, &terms);
-        // A record must share a word with the query (a date alone does not
-        // make a hit).
         let words: Vec<(Occur, Box<dyn Query>)> = terms
             .iter()
-            .flat_map(|t| {
-                [f.text, f.context, f.speaker].map(|field| {
-                    let q: Box<dyn Query> = Box::new(TermQuery::new(
-                        Term::from_field_text(field, t),
-                        IndexRecordOption::Basic,
-                    ));
-                    (Occur::Should, q)
-                })
+            .map(|t| {
+                // Two words must be the record's own (its text or speaker);
+                // one may be a neighbour's.
+                let fields: &[Field] = if least > 1 {
+                    &[f.text, f.speaker]
+                } else {
+                    &[f.text, f.context, f.speaker]
+                };
+                let any: Vec<(Occur, Box<dyn Query>)> = fields
+                    .iter()
+                    .map(|&field| {
+                        let q: Box<dyn Query> = Box::new(TermQuery::new(
+                            Term::from_field_text(field, t),
+                            IndexRecordOption::Basic,
+                        ));
+                        (Occur::Should, q)
+                    })
+                    .into_iter()
+                    .collect();
+                let q: Box<dyn Query> = Box::new(BooleanQuery::new(any));
+                (Occur::Should, q)
             })
             .collect();
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
-            (Occur::Must, Box::new(scoring)),
+            (Occur::Must, Box::new(scoring.clone())),
             (
                 Occur::Must,
                 Box::new(ConstScoreQuery::new(
-                    Box::new(BooleanQuery::new(words)),
+                    Box::new(BooleanQuery::with_minimum_required_clauses(words, least)),
                     0.0,
                 )),
             ),
@@ -188,28 +191,65 @@ impl SearchIndex {
                 )),
             ));
         }
-        let query = BooleanQuery::new(clauses);
+        BooleanQuery::new(clauses)
+    }
+
+    /// Runs a search. Each candidate hit is shown to `keep`, which checks it
+    /// against the store: what was deleted is dropped even if the index has
+    /// not caught up.
+    pub fn search(
+        &self,
+        q: &SearchQuery,
+        keep: &mut dyn FnMut(&Hit) -> Result<bool>,
+    ) -> Result<Vec<Hit>> {
+        if !self.is_ready() {
+            return Err(Error::Unavailable(
+                "the search index is being rebuilt from the store; retry shortly".into(),
+            ));
+        }
+        let f = self.f;
+        let terms = self.terms(&q.query)?;
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (scoring, text_query) = self.scoring(q, &terms);
         let searcher = self.reader.searcher();
         // Room for hits the store check drops.
         let fetch = q.limit * 2 + 10;
-        let top = searcher
-            .search(&query, &TopDocs::with_limit(fetch))
-            .map_err(index_error)?;
+        // Records that share two of the query's words first (a greeting
+        // that only names the person asked about is not an answer), then
+        // those that share one.
+        let mut top = Vec::new();
+        let mut seen = HashSet::new();
+        for (tier, least) in [(0u8, 2), (1, 1)] {
+            if top.len() >= fetch || least > terms.len() {
+                continue;
+            }
+            let query = self.scoped(q, &scoring, &terms, least);
+            let found = searcher
+                .search(&query, &TopDocs::with_limit(fetch))
+                .map_err(index_error)?;
+            for (score, addr) in found {
+                if top.len() < fetch && seen.insert(addr) {
+                    top.push((tier, score, addr));
+                }
+            }
+        }
         let mut snippets =
             SnippetGenerator::create(&searcher, &text_query, f.text).map_err(index_error)?;
         snippets.set_max_num_chars(SNIPPET_CHARS);
         let mut found = Vec::with_capacity(top.len());
-        for (score, addr) in top {
+        for (tier, score, addr) in top {
             let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
             let time = doc.get_first(f.time).and_then(|v| v.as_u64()).unwrap_or(0);
-            found.push((score, time, doc));
+            found.push((tier, score, time, doc));
         }
         // Recency only breaks ties.
-        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(b.2.cmp(&a.2)));
         let mut hits = Vec::new();
         // Turns already shown, directly or as an extracted fact.
         let mut shown: HashSet<(String, u64)> = HashSet::new();
-        for (score, time, doc) in found {
+        for (_, score, time, doc) in found {
             if hits.len() == q.limit {
                 break;
             }

@@ -25,8 +25,9 @@ pub(super) struct Fields {
     pub(super) role: Field,
     /// The record's own words.
     pub(super) text: Field,
-    /// A turn's neighbour: the turn before it, so an answer is found by the
-    /// question it answers ("what is your dog called?" / "Max").
+    /// A turn's neighbours (the turns before and after it), so an answer is
+    /// found by the question it answers ("what is your dog called?" /
+    /// "Max"), and a remark by what it refers to.
     pub(super) context: Field,
     /// Who said a turn.
     pub(super) speaker: Field,

@@ -65,6 +65,28 @@ fn month_period(y: i64, m: u32) -> (u64, u64) {
     (day_start(y, m, 1), day_start(ny, nm, 1))
 }
 
+/// A date written in digits: 2023-05-08, 19.01.2024 (day first), 1/19/2024
+/// (month first unless the first number cannot be a month).
+fn numeric_date(w: &str) -> Option<(i64, u32, u32)> {
+    let sep = ['-', '.', '/'].into_iter().find(|&c| w.contains(c))?;
+    let parts: Vec<&str> = w.split(sep).collect();
+    let [a, b, c] = parts[..] else { return None };
+    let num = |x: &str| x.parse::<u32>().ok();
+    let (y, m, d) = match sep {
+        '-' => (year(a)?, num(b)?, num(c)?),
+        '.' => (year(c)?, num(b)?, num(a)?),
+        _ => {
+            let (a, b) = (num(a)?, num(b)?);
+            if a > 12 {
+                (year(c)?, b, a)
+            } else {
+                (year(c)?, a, b)
+            }
+        }
+    };
+    ((1..=12).contains(&m) && (1..=31).contains(&d)).then_some((y, m, d))
+}
+
 /// The period `query` names, in seconds since the epoch `[from, to)`,
 /// resolved against `reference` (nanoseconds; `None` = now).
 pub fn period(query: &str, reference: Option<UnixNanos>) -> Option<(u64, u64)> {
@@ -74,20 +96,16 @@ pub fn period(query: &str, reference: Option<UnixNanos>) -> Option<(u64, u64)> {
     let today_start = u64::try_from(today).unwrap_or(0) * DAY;
     let lower = query.to_lowercase();
     let words: Vec<&str> = lower
-        .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+        .split(|c: char| !(c.is_alphanumeric() || matches!(c, '-' | '.' | '/')))
+        .map(|w| w.trim_matches(|c| matches!(c, '-' | '.' | '/')))
         .filter(|w| !w.is_empty())
         .collect();
     for (i, w) in words.iter().enumerate() {
         let next = words.get(i + 1).copied().unwrap_or("");
         let prev = if i > 0 { words[i - 1] } else { "" };
-        // 2023-05-08
-        if let [y, m, d] = w.split('-').collect::<Vec<_>>()[..] {
-            if let (Some(y), Ok(m), Ok(d)) = (year(y), m.parse::<u32>(), d.parse::<u32>()) {
-                if (1..=12).contains(&m) && (1..=31).contains(&d) {
-                    let from = day_start(y, m, d);
-                    return Some((from, from + DAY));
-                }
-            }
+        if let Some((y, m, d)) = numeric_date(w) {
+            let from = day_start(y, m, d);
+            return Some((from, from + DAY));
         }
         match *w {
             "yesterday" => return Some((today_start.saturating_sub(DAY), today_start)),
@@ -122,15 +140,11 @@ pub fn period(query: &str, reference: Option<UnixNanos>) -> Option<(u64, u64)> {
         }
         if let Some(m) = month(w) {
             // "8 May 2023", "May 8, 2023", "May 2023", "last May", "in May".
-            let day = prev
-                .parse::<u32>()
-                .ok()
-                .or_else(|| next.parse::<u32>().ok())
-                .filter(|d| (1..=31).contains(d));
-            let after = if day.is_some() && next.parse::<u32>().is_ok() {
-                words.get(i + 2).copied().unwrap_or("")
-            } else {
-                next
+            let day_of = |w: &str| w.parse::<u32>().ok().filter(|d| (1..=31).contains(d));
+            let (day, after) = match (day_of(prev), day_of(next)) {
+                (Some(d), _) => (Some(d), next),
+                (None, Some(d)) => (Some(d), words.get(i + 2).copied().unwrap_or("")),
+                (None, None) => (None, next),
             };
             let y = year(after).unwrap_or(if m > tm || (prev == "last" && m == tm) {
                 ty - 1
@@ -205,6 +219,19 @@ mod tests {
             days(period("the 2023-05-08 call", r)),
             Some(((2023, 5, 8), (2023, 5, 9)))
         );
+        for q in [
+            "what did she cook on 19.01.2024?",
+            "on 1/19/2024",
+            "on 19/1/2024",
+            "on 19 Jan 2024",
+            "January 19, 2024",
+        ] {
+            assert_eq!(
+                days(period(q, r)),
+                Some(((2024, 1, 19), (2024, 1, 20))),
+                "{q}"
+            );
+        }
     }
 
     #[test]
