@@ -252,7 +252,6 @@ async fn a_deleted_sessions_turns_never_come_back() {
     c.delete_session(pb::DeleteSessionRequest {
         namespace: "ns".into(),
         session_id: "ann-1".into(),
-        ..Default::default()
     })
     .await
     .unwrap();

@@ -260,6 +260,7 @@ pub async fn search(m: &Memory, r: pb::SearchRequest) -> Result<pb::SearchRespon
         } as usize,
         // Dates in the query ("last May") are relative to now.
         reference_time: None,
+        snippets: true,
     };
     let (hits, lag) = m.search(q).await?;
     Ok(pb::SearchResponse {

@@ -169,12 +169,17 @@ fn turn_candidate(section: Section, t: &Turn) -> Candidate {
     }
 }
 
+/// Fewest bytes a token of English text takes, about: a line of `n` bytes
+/// is taken to cost at least `n / BYTES_PER_TOKEN_AT_MOST` tokens, so a
+/// line far over what is left is never measured.
+pub(super) const BYTES_PER_TOKEN_AT_MOST: u64 = 8;
+
 pub(super) fn item(section: Section, key: usize, text: String) -> Candidate {
     Candidate {
         section,
         share: Share::Section(section),
         key: key as u64,
-        estimate: 0,
+        estimate: text.len() as u64 / BYTES_PER_TOKEN_AT_MOST,
         full: Line::new(text),
         short: None,
         short_lossy: false,
@@ -301,6 +306,22 @@ pub(super) fn fact_item_line(f: &Fact) -> String {
 
 /// An episode in full (topic, outcome, prose, still-pending actions) and
 /// its short form (topic and outcome only).
+/// Most characters of an episode's prose a bundle shows.
+const EPISODE_PROSE_CHARS: usize = 400;
+/// Most of an episode's pending actions a bundle names.
+const EPISODE_ACTIONS: usize = 5;
+
+/// `text` cut to at most `max` characters at a word boundary, marked "…"
+/// when cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(max).collect();
+    let at = cut.rfind(' ').unwrap_or(cut.len());
+    format!("{}…", cut[..at].trim_end())
+}
+
 pub(super) fn episode_lines(e: &Episode) -> (String, String) {
     let (y, m, d) =
         crate::summarize::rules::civil_from_days(e.ended_at.div_euclid(86_400_000_000_000));
@@ -316,15 +337,26 @@ pub(super) fn episode_lines(e: &Episode) -> (String, String) {
         })
     );
     let mut full = head.clone();
+    // Bounded: an episode is one line among many (ListEpisodes has it all).
     if !e.prose.trim().is_empty() {
-        full.push_str(&format!(". {}", one_line(&e.prose)));
+        full.push_str(&format!(
+            ". {}",
+            clip(&one_line(&e.prose), EPISODE_PROSE_CHARS)
+        ));
     }
     if !e.pending_actions.is_empty() {
-        let still: Vec<String> = e
+        let mut still: Vec<String> = e
             .pending_actions
             .iter()
+            .take(EPISODE_ACTIONS)
             .map(|a| one_line(&a.action))
             .collect();
+        if e.pending_actions.len() > EPISODE_ACTIONS {
+            still.push(format!(
+                "and {} more",
+                e.pending_actions.len() - EPISODE_ACTIONS
+            ));
+        }
         full.push_str(&format!(". Still pending: {}", still.join("; ")));
     }
     (full, head)
@@ -382,7 +414,7 @@ fn episode_candidates(inputs: &Inputs, req: &BundleRequest, out: &mut Vec<Candid
             share: Share::Section(Section::Episodes),
             // Display newest first: key by position in the input.
             key: (eps.len() - 1 - i) as u64,
-            estimate: 0,
+            estimate: full.len() as u64 / BYTES_PER_TOKEN_AT_MOST,
             full: Line::new(full.clone()),
             short: (short != full).then(|| Line::new(short.clone())),
             short_lossy: true,
@@ -414,10 +446,8 @@ fn priority(c: &Candidate) -> u8 {
 /// else but the header.
 const NEWEST_INTERACTIONS: usize = 2;
 
-/// The header of a transcript bundle: one line, with what the header of
-/// a summary bundle says (owner, lease, state, reader).
-fn transcript_header(inputs: &Inputs, req: &BundleRequest) -> String {
-    let s = &inputs.session;
+/// How a header names the subject (", subject X" or nothing) and the owner.
+fn subject_and_owner(s: &crate::model::Session) -> (String, String) {
     let subject = if s.subject_id.is_empty() {
         String::new()
     } else {
@@ -428,13 +458,21 @@ fn transcript_header(inputs: &Inputs, req: &BundleRequest) -> String {
     } else {
         format!("owner agent {}", s.owner_agent)
     };
+    (subject, owner)
+}
+
+/// The header of a transcript bundle: one line, with what the header of
+/// a summary bundle says (owner, lease, state, reader).
+fn transcript_header(inputs: &Inputs, req: &BundleRequest) -> String {
+    let s = &inputs.session;
+    let (subject, owner) = subject_and_owner(s);
     let reader = if req.agent_id.is_empty() {
         String::new()
     } else {
         format!(" Prepared for agent {}.", req.agent_id)
     };
     format!(
-        "# Session {}{subject}; {owner} (lease epoch {}); state {}; the whole transcript, turns 1–{}, verbatim below.{reader}",
+        "# Context bundle: session {}{subject}; {owner} (lease epoch {}); state {}; the whole transcript, turns 1–{}, verbatim below.{reader}",
         s.session_id,
         s.lease_epoch,
         state_name(s.state),
@@ -493,16 +531,7 @@ fn summary_view(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate> {
         0,
         format!("# Context bundle: session {}", s.session_id),
     ));
-    let subject = if s.subject_id.is_empty() {
-        String::new()
-    } else {
-        format!(", subject {}", s.subject_id)
-    };
-    let owner = if s.owner_agent.is_empty() {
-        "no owner agent".to_owned()
-    } else {
-        format!("owner agent {}", s.owner_agent)
-    };
+    let (subject, owner) = subject_and_owner(s);
     out.push(item(
         Section::Header,
         1,

@@ -219,7 +219,8 @@ impl Chooser {
         let fits_bytes = |line: &Line| bytes + line.text.len() <= max_bytes;
         // Stored counts are in the session's encoding; a text far over
         // what is left is not measured at all.
-        let worth_measuring = c.estimate <= left.saturating_mul(2) + 64 && fits_bytes(&c.full);
+        let room = left.min(share_left);
+        let worth_measuring = c.estimate <= room.saturating_mul(2) + 64 && fits_bytes(&c.full);
         let mut choice = Choice::Omitted;
         let mut capped = false;
         let mut cost = 0;

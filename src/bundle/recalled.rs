@@ -7,31 +7,17 @@ use std::collections::HashSet;
 
 use super::candidates::{
     episode_lines, fact_item_line, turn_prefix, verbatim, Candidate, Line, Share,
+    BYTES_PER_TOKEN_AT_MOST,
 };
 use super::{Inputs, RecalledItem, Section};
-use crate::model::calendar::civil_from_days;
+use crate::model::calendar::{civil_from_days, MONTH_NAMES};
 use crate::model::{Turn, UnixNanos};
 use crate::search::turn_time;
-
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
 
 /// A day as people write it: "8 May 2023".
 pub(super) fn day(t: UnixNanos) -> String {
     let (y, m, d) = civil_from_days(t.div_euclid(86_400_000_000_000));
-    format!("{d} {} {y}", MONTHS[(m as usize).clamp(1, 12) - 1])
+    format!("{d} {} {y}", MONTH_NAMES[(m as usize).clamp(1, 12) - 1])
 }
 
 /// A retrieved turn: its citation, then the turn as the recent turns show
@@ -136,8 +122,8 @@ pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
                     key: base + 1,
                     full: Line::new(full.clone()),
                     short_lossy: short != full,
+                    estimate: full.len() as u64 / BYTES_PER_TOKEN_AT_MOST,
                     short: (short != full).then(|| Line::new(short)),
-                    estimate: 0,
                 }
             }
         };

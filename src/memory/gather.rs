@@ -22,10 +22,14 @@ use crate::store::Store;
 const READ_CHUNK: u64 = 64;
 /// Most carried actions a bundle considers.
 const MAX_CARRIED: usize = 50;
-/// Most facts a bundle considers (the newest).
+/// Most facts a bundle considers (the newest): a twentieth of the budget
+/// (a fact line is about 20 tokens, and facts get a tenth of the budget),
+/// within these bounds. Facts that bear on the request are retrieved
+/// whatever their age.
+const MIN_FACTS: usize = 20;
 const MAX_FACTS: usize = 200;
-/// Fact versions examined to find them (superseded ones are skipped).
-const FACT_SCAN: usize = MAX_FACTS * 20;
+/// Fact versions examined per fact wanted (superseded ones are skipped).
+const FACT_SCAN_PER_FACT: usize = 20;
 /// Most past episodes a bundle considers (the newest).
 const MAX_EPISODES: usize = 20;
 /// Tokens a transcript line costs beyond its turn's text, about (the
@@ -68,7 +72,7 @@ impl Memory {
 }
 
 /// The subject's memory beyond this session.
-fn subject_memory(store: &dyn Store, session: &Session) -> Result<SubjectMemory> {
+fn subject_memory(store: &dyn Store, session: &Session, budget: u32) -> Result<SubjectMemory> {
     let (ns, subject) = (&session.namespace, &session.subject_id);
     if subject.is_empty() {
         return Ok(SubjectMemory::default());
@@ -78,7 +82,8 @@ fn subject_memory(store: &dyn Store, session: &Session) -> Result<SubjectMemory>
     carried.retain(|c| !mine(&c.action_ref.session_id));
     carried.truncate(MAX_CARRIED);
     // Newest first from the store; the bundle lists them oldest first.
-    let mut facts = store.recent_facts(ns, subject, MAX_FACTS, FACT_SCAN)?;
+    let wanted = (budget as usize / 20).clamp(MIN_FACTS, MAX_FACTS);
+    let mut facts = store.recent_facts(ns, subject, wanted, wanted * FACT_SCAN_PER_FACT)?;
     facts.reverse();
     let mut episodes = store.list_episodes(ns, subject, None, MAX_EPISODES + 1)?;
     episodes.retain(|e| !mine(&e.session_id));
@@ -110,7 +115,7 @@ pub(super) fn gather(
         let overrides = store.action_statuses(ns, session_id)?;
         apply_overrides(&mut s.pending_actions, &overrides);
     }
-    let memory = subject_memory(store, &session)?;
+    let memory = subject_memory(store, &session, req.budget_tokens)?;
     let as_of = session.last_seq();
     let covered = summary
         .as_ref()

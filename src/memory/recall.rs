@@ -85,6 +85,7 @@ pub(super) fn recall(
         kinds: Vec::new(),
         limit,
         reference_time: shown.recent.last().map(turn_time),
+        snippets: false,
     };
     // Sessions looked up once each: a deleted one is never shown.
     let mut sessions: HashMap<String, bool> = HashMap::new();

@@ -32,3 +32,19 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
         u32::try_from(d).unwrap_or(1),
     )
 }
+
+/// Month names, January first.
+pub const MONTH_NAMES: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];

@@ -143,6 +143,8 @@ pub struct SearchQuery {
     pub limit: usize,
     /// What dates in the query are relative to ("last May"); `None` = now.
     pub reference_time: Option<UnixNanos>,
+    /// Cut a snippet for each hit (a bundle reads the records instead).
+    pub snippets: bool,
 }
 
 /// One ranked result.

@@ -148,7 +148,6 @@ impl SearchIndex {
                         ));
                         (Occur::Should, q)
                     })
-                    .into_iter()
                     .collect();
                 let q: Box<dyn Query> = Box::new(BooleanQuery::new(any));
                 (Occur::Should, q)
@@ -235,9 +234,14 @@ impl SearchIndex {
                 }
             }
         }
-        let mut snippets =
-            SnippetGenerator::create(&searcher, &text_query, f.text).map_err(index_error)?;
-        snippets.set_max_num_chars(SNIPPET_CHARS);
+        let snippets = if q.snippets {
+            let mut g =
+                SnippetGenerator::create(&searcher, &text_query, f.text).map_err(index_error)?;
+            g.set_max_num_chars(SNIPPET_CHARS);
+            Some(g)
+        } else {
+            None
+        };
         let mut found = Vec::with_capacity(top.len());
         for (tier, score, addr) in top {
             let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
@@ -262,8 +266,11 @@ impl SearchIndex {
             let Some(kind) = Kind::from_tag(&text(f.kind)) else {
                 continue;
             };
-            let mut snippet = snippets.snippet_from_doc(&doc).fragment().to_owned();
-            if snippet.is_empty() {
+            let mut snippet = snippets
+                .as_ref()
+                .map(|g| g.snippet_from_doc(&doc).fragment().to_owned())
+                .unwrap_or_default();
+            if snippet.is_empty() && q.snippets {
                 snippet = text(f.text).chars().take(SNIPPET_CHARS).collect();
             }
             let hit = Hit {

@@ -8,30 +8,16 @@
 //! The needs are narrow (a period to favour, never a filter), so this is a
 //! small table of English forms rather than a natural-language date crate.
 
-use crate::model::calendar::{civil_from_days, days_from_civil};
+use crate::model::calendar::{civil_from_days, days_from_civil, MONTH_NAMES};
 use crate::model::UnixNanos;
 
 const DAY: u64 = 86_400;
 
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
 fn month(word: &str) -> Option<u32> {
-    MONTHS
+    MONTH_NAMES
         .iter()
-        .position(|m| *m == word || (word.len() == 3 && m.starts_with(word) && word != "may"))
+        .map(|m| m.to_ascii_lowercase())
+        .position(|m| m == word || (word.len() == 3 && m.starts_with(word) && word != "may"))
         .or_else(|| (word == "may").then_some(4))
         .map(|i| i as u32 + 1)
 }
@@ -187,7 +173,9 @@ mod tests {
         Some(days_from_civil(y, m, d) * 86_400 * 1_000_000_000 + 3_600 * 1_000_000_000)
     }
 
-    fn days(p: Option<(u64, u64)>) -> Option<((i64, u32, u32), (i64, u32, u32))> {
+    type Day = (i64, u32, u32);
+
+    fn days(p: Option<(u64, u64)>) -> Option<(Day, Day)> {
         p.map(|(a, b)| {
             (
                 civil_from_days((a / DAY) as i64),
