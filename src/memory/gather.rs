@@ -64,7 +64,16 @@ impl Memory {
                 whole_session: inputs.transcript,
                 recent: &inputs.recent,
             };
-            inputs.recalled = recall(st, &index, &inputs.session, &req, &shown)?;
+            // Retrieval is an addition: when the index or a read behind it
+            // fails, the bundle is served without it (and the failure
+            // logged), as while the index is being rebuilt.
+            inputs.recalled = match recall(st, &index, &inputs.session, &req, &shown) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(session = %inputs.session.session_id, error = %e, "bundle served without retrieved memory");
+                    Vec::new()
+                }
+            };
             Ok(bundle::build(inputs, &req))
         })
         .await
