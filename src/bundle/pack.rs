@@ -65,12 +65,12 @@ fn share(share: Share) -> Option<f64> {
     Some(match share {
         Share::Last => return None,
         Share::Newest => 0.25,
-        Share::Neighbour => 0.20,
+        Share::Neighbour => 0.10,
         Share::Section(s) => match s {
             Section::Header | Section::RecentTurns | Section::EarlierTurns => return None,
             Section::PendingActions => 0.15,
             Section::CarriedActions | Section::OpenQuestions => 0.10,
-            Section::Recalled => 0.55,
+            Section::Recalled => 0.70,
             Section::Decisions | Section::Summary => 0.10,
             Section::KeyFacts | Section::Facts | Section::Episodes => 0.10,
         },
