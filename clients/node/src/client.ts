@@ -143,12 +143,17 @@ export interface ListReviewItemsOptions extends CallOptions {
 export interface ContextBundleOptions extends CallOptions {
   /** Tokenizer to measure with; absent: the session's. */
   encoding?: Encoding;
-  /** What the agent is about to do: items sharing words with it are kept first when a section is cut. */
+  /**
+   * What the agent is about to do: memory bearing on it is retrieved from the session's older turns and the
+   * subject's other sessions, facts and episodes, and items sharing words with it are kept first when a section is cut.
+   */
   query?: string;
   /** The agent that will read the bundle; its own pending actions are kept first. */
   agentId?: string;
   /** Question/answer interactions kept verbatim (absent: 8). */
   recentInteractions?: number;
+  /** Leave out memory retrieved for the request (the RECALLED section). */
+  skipRecall?: boolean;
 }
 
 export interface HandoffOptions extends CallOptions {

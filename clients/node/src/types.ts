@@ -50,7 +50,8 @@ export type BundleSection =
   | 'EARLIER_TURNS'
   | 'CARRIED_ACTIONS'
   | 'FACTS'
-  | 'EPISODES';
+  | 'EPISODES'
+  | 'RECALLED';
 /** mnemo.v1.FactExtraction */
 export type FactExtraction = 'UNSPECIFIED' | 'ENABLED' | 'DISABLED';
 /** mnemo.v1.FactOrigin */
@@ -346,6 +347,39 @@ export interface BundleManifest {
   summaryVersion: number;
   summarized: SeqRange | null;
   complete: boolean;
+  /** Memory retrieved for the request that did not fit. */
+  recalledLeftOut: RecalledRef[];
+  /** True when the whole session fitted: the bundle is its transcript, verbatim, under a one-line header. */
+  transcript: boolean;
+}
+
+/** mnemo.v1.RecalledRef: retrieved memory that did not fit (a turn, an episode's session or a fact). */
+export interface RecalledRef {
+  /** The session of a turn or episode; empty for a fact. */
+  sessionId: string;
+  /** The seq of a turn; 0 otherwise. */
+  seq: number;
+  /** The id of a fact; empty otherwise. */
+  factId: string;
+  /** Its rank among what was retrieved, from 1. */
+  rank: number;
+}
+
+/**
+ * mnemo.v1.RecalledMemory: memory retrieved for the bundle's request, verbatim:
+ * turns of this or an earlier session of the subject, a current fact or an episode.
+ */
+export interface RecalledMemory {
+  /** The turns' or the episode's session; empty for a fact. */
+  sessionId: string;
+  /** The turn that matched and, where it fitted, the neighbour completing its question/answer pair, oldest first. */
+  turns: Turn[];
+  /** The seq of the turn that matched; 0 for a fact or an episode. */
+  hitSeq: number;
+  fact: Fact | null;
+  episode: Episode | null;
+  /** Its rank among what was retrieved, from 1. */
+  rank: number;
 }
 
 /** mnemo.v1.CompressedTurn */
@@ -385,6 +419,8 @@ export interface ContextBundle {
   facts: Fact[];
   /** The subject's past sessions that fit. */
   episodes: Episode[];
+  /** Memory retrieved for the request (query, or the newest user turn), best first. */
+  recalled: RecalledMemory[];
 }
 
 /** mnemo.v1.HandoffResponse */

@@ -334,16 +334,21 @@ test('a context bundle fits its budget and carries the summary and the recent tu
   assert.equal(bundle.budgetTokens, 2000);
   assert.ok(bundle.tokenCount > 0 && bundle.tokenCount <= 2000);
   assert.ok(bundle.renderedText.includes('ORD-9921'));
-  assert.ok(bundle.keyFacts.some((f) => f.fact.includes('ORD-9921')));
-  assert.ok(bundle.recentTurns.length > 0 && bundle.recentTurns.every((t) => t.serverTime instanceof Date));
+  // The whole session fits 2000 tokens: the bundle is its transcript, every turn verbatim, no summary items.
   assert.ok(bundle.manifest !== null);
-  assert.equal(bundle.manifest.summaryVersion, 1);
-  assert.deepEqual(bundle.manifest.summarized, { firstSeq: 1, lastSeq: SUPPORT_TURNS.length });
+  assert.equal(bundle.manifest.transcript, true);
+  assert.deepEqual(bundle.recentTurns.map((t) => t.seq), SUPPORT_TURNS.map((_, i) => i + 1));
+  assert.ok(bundle.recentTurns.every((t) => t.serverTime instanceof Date));
+  assert.deepEqual(bundle.keyFacts, []);
   assert.ok(bundle.manifest.sections.some((s) => s.section === 'HEADER'));
 
+  // Below the transcript's size, the summary covers what the recent turns leave out.
   const small = await client.getContextBundle(ns, sessionId, 256, { encoding: 'O200K_BASE', recentInteractions: 1 });
   assert.equal(small.encoding, 'O200K_BASE');
   assert.ok(small.tokenCount <= 256);
+  assert.ok(small.manifest !== null && !small.manifest.transcript);
+  assert.equal(small.manifest.summaryVersion, 1);
+  assert.deepEqual(small.manifest.summarized, { firstSeq: 1, lastSeq: SUPPORT_TURNS.length });
   const tooSmall = await rejectsWith(client.getContextBundle(ns, sessionId, 10), 'INVALID_ARGUMENT');
   assert.match(tooSmall.details, /budget/);
   await rejectsWith(client.getContextBundle(ns, 'no-such-session', 1000), 'NOT_FOUND');

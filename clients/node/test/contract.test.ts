@@ -71,13 +71,17 @@ const manifestEntry: Fields<T.ManifestEntry> = {
   section: true, available: true, included: true, shortened: true, omitted: true, includedSeqs: true, shortenedSeqs: true,
   omittedSeqs: true, tokens: true,
 };
-const bundleManifest: Fields<T.BundleManifest> = { sections: true, summaryVersion: true, summarized: true, complete: true };
+const bundleManifest: Fields<T.BundleManifest> = {
+  sections: true, summaryVersion: true, summarized: true, complete: true, recalledLeftOut: true, transcript: true,
+};
+const recalledRef: Fields<T.RecalledRef> = { sessionId: true, seq: true, factId: true, rank: true };
+const recalledMemory: Fields<T.RecalledMemory> = { sessionId: true, turns: true, hitSeq: true, fact: true, episode: true, rank: true };
 const compressedTurn: Fields<T.CompressedTurn> = { seq: true, role: true, speaker: true, text: true, shortened: true };
 const contextBundle: Fields<T.ContextBundle> = {
   namespace: true, sessionId: true, subjectId: true, state: true, ownerAgent: true, leaseEpoch: true, asOfSeq: true,
   encoding: true, budgetTokens: true, tokenCount: true, renderedText: true, userIntent: true, prose: true,
   pendingActions: true, openQuestions: true, decisions: true, keyFacts: true, recentTurns: true, earlierTurns: true,
-  manifest: true, carriedActions: true, facts: true, episodes: true,
+  manifest: true, carriedActions: true, facts: true, episodes: true, recalled: true,
 };
 const handoffResult: Fields<T.HandoffResult> = { session: true, leaseEpoch: true, eventSeq: true, summary: true, bundle: true, replayed: true };
 const summaryWritten: Fields<T.SummaryWritten> = { version: true, coversThroughSeq: true, trigger: true };
@@ -115,6 +119,7 @@ const MESSAGES: [string, object][] = [
   ['StateChanged', stateChanged], ['WatchSessionResponse', watchEvent], ['FactSource', factSource], ['Fact', fact],
   ['PutFactResponse', putFactResult], ['Episode', episode], ['PendingActionRef', pendingActionRef],
   ['CarriedAction', carriedAction], ['SearchHit', searchHit], ['SearchResponse', searchResult],
+  ['RecalledRef', recalledRef], ['RecalledMemory', recalledMemory],
 ];
 
 type Values<E extends string> = Record<E, true>;
@@ -138,6 +143,7 @@ const ENUMS: [string, object][] = [
   ['BundleSection', {
     UNSPECIFIED: true, HEADER: true, PENDING_ACTIONS: true, OPEN_QUESTIONS: true, DECISIONS: true, SUMMARY: true,
     KEY_FACTS: true, RECENT_TURNS: true, EARLIER_TURNS: true, CARRIED_ACTIONS: true, FACTS: true, EPISODES: true,
+    RECALLED: true,
   } satisfies Values<T.BundleSection>],
   ['FactExtraction', { UNSPECIFIED: true, ENABLED: true, DISABLED: true } satisfies Values<T.FactExtraction>],
   ['FactOrigin', { UNSPECIFIED: true, CLIENT: true, EXTRACTED: true } satisfies Values<T.FactOrigin>],

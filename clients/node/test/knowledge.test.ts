@@ -223,3 +223,31 @@ test('fact extraction can be turned off per session', async () => {
   await client.summarize(ns, quiet.sessionId);
   assert.deepEqual(await collect(client.iterFacts(ns, { subjectId: 'u9', includeHistory: true })), []);
 });
+
+test("a bundle recalls the answer an earlier session of the subject gave", async () => {
+  const ns = freshNamespace();
+  await client.createSession(ns, { sessionId: 'trip-1', subjectId: 'traveller-7' });
+  await client.appendTurns(ns, 'trip-1', [
+    { role: 'USER', speaker: 'maria', content: 'Which gate does the Lisbon ferry leave from?' },
+    { role: 'ASSISTANT', speaker: 'agent', content: 'The Lisbon ferry leaves from gate 14B at 07:45.' },
+    { role: 'USER', speaker: 'maria', content: 'Thanks, that is all for now.' },
+  ]);
+  await client.createSession(ns, { sessionId: 'trip-2', subjectId: 'traveller-7' });
+  await client.appendTurns(ns, 'trip-2', [{ role: 'USER', speaker: 'maria', content: 'Hello again.' }]);
+
+  const bundle = await poll(
+    'the earlier answer recalled',
+    SEARCH_MS,
+    () => client.getContextBundle(ns, 'trip-2', 1000, { query: 'which gate does the Lisbon ferry use?' }),
+    (b) => b.renderedText.includes('gate 14B'),
+  );
+  const fromTrip1 = bundle.recalled.filter((r) => r.sessionId === 'trip-1');
+  assert.ok(fromTrip1.some((r) => r.turns.some((t) => t.content.includes('gate 14B'))), bundle.renderedText);
+  assert.ok(bundle.recalled.every((r) => r.rank >= 1));
+  assert.ok(bundle.tokenCount <= 1000);
+  assert.ok(bundle.manifest?.sections.some((s) => s.section === 'RECALLED'));
+
+  const plain = await client.getContextBundle(ns, 'trip-2', 1000, { query: 'Lisbon ferry gate', skipRecall: true });
+  assert.deepEqual(plain.recalled, []);
+  assert.ok(!plain.renderedText.includes('gate 14B'));
+});

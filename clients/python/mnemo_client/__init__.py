@@ -46,6 +46,8 @@ from .models import (
     ManifestEntry,
     PendingActionRef,
     PutFactResult,
+    RecalledMemory,
+    RecalledRef,
     ReviewItem,
     SearchHit,
     SearchResult,

@@ -416,6 +416,7 @@ class MnemoClient:
         query: str = "",
         agent_id: str = "",
         recent_interactions: int = 0,
+        skip_recall: bool = False,
         timeout: float | None = None,
     ) -> ContextBundle:
         """What an agent needs to continue the session, in at most `budget_tokens` tokens.
@@ -425,7 +426,10 @@ class MnemoClient:
         session's). `query` (what the agent is about to do) and `agent_id`
         (the reader, whose own pending actions come first) decide what is
         kept when a section must be cut; `recent_interactions` is how many
-        question/answer exchanges stay verbatim (0 = 8). Works on active,
+        question/answer exchanges stay verbatim (0 = 8). Memory bearing on
+        `query` (or, without one, the newest user turn) is retrieved from
+        the session's older turns, the subject's other sessions, facts and
+        episodes into ``bundle.recalled`` unless `skip_recall`. Works on active,
         idle and closed sessions; what did not fit is listed in
         ``bundle.manifest``.
         """
@@ -437,6 +441,7 @@ class MnemoClient:
             query=query,
             agent_id=agent_id,
             recent_interactions=recent_interactions,
+            skip_recall=skip_recall,
         )
         response = self._call("GetContextBundle", request, idempotent=True, timeout=timeout)
         return from_message(ContextBundle, response.bundle)

@@ -168,7 +168,7 @@ class SeqRange:
 class ManifestEntry:
     """What one section of a bundle held, shortened and left out (for the budget)."""
 
-    section: str  # "header" | "pending_actions" | ... | "carried_actions" | "facts" | "episodes"
+    section: str  # "header" | "pending_actions" | ... | "facts" | "episodes" | "recalled"
     available: int = 0
     included: int = 0
     shortened: int = 0
@@ -180,6 +180,16 @@ class ManifestEntry:
 
 
 @dataclass(frozen=True)
+class RecalledRef:
+    """Memory retrieved for a bundle that did not fit: a turn (`session_id`, `seq`) or a fact (`fact_id`)."""
+
+    session_id: str = ""  # a turn's or an episode's session; empty for a fact
+    seq: int = 0  # a turn's seq; 0 otherwise
+    fact_id: str = ""  # a fact's id; empty otherwise
+    rank: int = 0  # its rank among what was retrieved, from 1
+
+
+@dataclass(frozen=True)
 class BundleManifest:
     """The accounting of a bundle: every turn through `as_of_seq` is summarized,
     included (whole or shortened) or listed as omitted."""
@@ -188,6 +198,8 @@ class BundleManifest:
     summary_version: int = 0
     summarized: SeqRange | None = None  # None when there is no summary yet
     complete: bool = False  # nothing shortened or omitted
+    recalled_left_out: list[RecalledRef] = field(default_factory=list)  # retrieved, but did not fit
+    transcript: bool = False  # the whole session fitted: the bundle is its transcript, verbatim
 
     def section(self, name: str) -> ManifestEntry | None:
         """The entry of section `name` (e.g. ``"recent_turns"``); None when it had nothing to offer."""
@@ -313,6 +325,23 @@ class SearchResult:
 
 
 @dataclass(frozen=True)
+class RecalledMemory:
+    """Memory retrieved for a bundle's request (query, or the newest user turn), verbatim.
+
+    One of: turns of this or an earlier session of the subject (`hit_seq` the
+    one that matched, plus the neighbour completing its question/answer pair
+    when it fitted), a current `fact`, or an `episode`.
+    """
+
+    session_id: str = ""  # the turns' or the episode's session; empty for a fact
+    turns: list[Turn] = field(default_factory=list)  # oldest first
+    hit_seq: int = 0  # the turn that matched; 0 for a fact or an episode
+    fact: Fact | None = None
+    episode: Episode | None = None
+    rank: int = 0  # from 1
+
+
+@dataclass(frozen=True)
 class ContextBundle:
     """What an agent loads to continue a session, within a token budget.
 
@@ -345,6 +374,7 @@ class ContextBundle:
     carried_actions: list[CarriedAction] = field(default_factory=list)  # open actions of past sessions
     facts: list[Fact] = field(default_factory=list)  # the subject's current facts that fit
     episodes: list[Episode] = field(default_factory=list)  # the subject's past sessions that fit
+    recalled: list[RecalledMemory] = field(default_factory=list)  # retrieved for the request, best first
 
 
 @dataclass(frozen=True)
@@ -411,12 +441,17 @@ _NESTED: dict[tuple[type, str], type] = {
     (ManifestEntry, "omitted_seqs"): SeqRange,
     (BundleManifest, "sections"): ManifestEntry,
     (BundleManifest, "summarized"): SeqRange,
+    (BundleManifest, "recalled_left_out"): RecalledRef,
     (ContextBundle, "recent_turns"): Turn,
     (ContextBundle, "earlier_turns"): CompressedTurn,
     (ContextBundle, "manifest"): BundleManifest,
     (ContextBundle, "carried_actions"): CarriedAction,
     (ContextBundle, "facts"): Fact,
     (ContextBundle, "episodes"): Episode,
+    (ContextBundle, "recalled"): RecalledMemory,
+    (RecalledMemory, "turns"): Turn,
+    (RecalledMemory, "fact"): Fact,
+    (RecalledMemory, "episode"): Episode,
     (Fact, "sources"): FactSource,
     (PutFactResult, "fact"): Fact,
     (PutFactResult, "superseded"): Fact,

@@ -343,6 +343,8 @@ def test_unreachable_daemon_raises_unavailable_after_retries() -> None:
         (mnemo_client.CarriedAction, knowledge_pb2.CarriedAction),
         (mnemo_client.SearchHit, knowledge_pb2.SearchHit),
         (mnemo_client.SearchResult, knowledge_pb2.SearchResponse),
+        (mnemo_client.RecalledMemory, context_pb2.RecalledMemory),
+        (mnemo_client.RecalledRef, context_pb2.RecalledRef),
     ],
 )
 def test_models_mirror_the_proto(model: type, message: Any) -> None:

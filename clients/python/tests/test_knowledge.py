@@ -285,3 +285,35 @@ def test_fact_extraction_can_be_turned_off(client: MnemoClient, namespace: str) 
     )
     client.summarize(namespace, quiet.session_id)
     assert list(client.list_facts(namespace, subject_id="u9", include_history=True)) == []
+
+
+def test_a_bundle_recalls_what_an_earlier_session_said(client: MnemoClient, namespace: str) -> None:
+    """The answer to the request, said in the subject's earlier session, is in the new session's bundle."""
+    client.create_session(namespace, "trip-1", subject_id="traveller-7")
+    client.append_turns(
+        namespace,
+        "trip-1",
+        [
+            {"role": "user", "speaker": "maria", "content": "Which gate does the Lisbon ferry leave from?"},
+            {"role": "assistant", "speaker": "agent", "content": "The Lisbon ferry leaves from gate 14B at 07:45."},
+            {"role": "user", "speaker": "maria", "content": "Thanks, that is all for now."},
+        ],
+    )
+    client.create_session(namespace, "trip-2", subject_id="traveller-7")
+    client.append_turns(namespace, "trip-2", [{"role": "user", "speaker": "maria", "content": "Hello again."}])
+
+    def ask() -> Any:
+        return client.get_context_bundle(namespace, "trip-2", 1000, query="which gate does the Lisbon ferry use?")
+
+    bundle = poll("the earlier answer recalled", SEARCH_SECONDS, ask, lambda b: "gate 14B" in b.rendered_text)
+    recalled = [r for r in bundle.recalled if r.session_id == "trip-1"]
+    assert recalled, bundle.rendered_text
+    turns = [t for r in recalled for t in r.turns]
+    assert any("gate 14B" in t.content for t in turns)
+    assert all(r.rank >= 1 for r in bundle.recalled)
+    assert bundle.token_count <= 1000
+    assert bundle.manifest.section("recalled") is not None
+
+    # Asked to leave retrieval out, the bundle holds only the open session.
+    plain = client.get_context_bundle(namespace, "trip-2", 1000, query="Lisbon ferry gate", skip_recall=True)
+    assert plain.recalled == [] and "gate 14B" not in plain.rendered_text
