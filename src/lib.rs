@@ -3,7 +3,9 @@
 //! The map, one line per module, from the top layer down (each imports
 //! only what is below it; see docs/architecture.md):
 //! - [`cli`]: the `mnemo` command line (serve, client and admin commands).
-//! - [`client`]: the typed Rust client used by the CLI and tests.
+//! - [`mcp`]: the MCP server (`mnemo mcp`), a client of the daemon that
+//!   serves memory as Model Context Protocol tools.
+//! - [`client`]: the typed Rust client used by the CLI, MCP and tests.
 //! - [`server`]: the daemon: listener, TLS, guard, auth, metrics, shutdown.
 //! - [`api`]: thin gRPC handlers and the one `Error` to `Status` mapping.
 //! - [`runtime`]: the summary worker, idle sweeper, watch streams and
@@ -28,6 +30,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod pb;

@@ -25,7 +25,7 @@ use mnemo::model::*;
 use mnemo::store::engine::{Batch, Engine, Entry, MemoryEngine, Write};
 use mnemo::store::{
     keys, AppendPlan, Appended, EpisodePlan, FactFate, KnowledgeStore, KvStore, MemoryStore,
-    Outbox, SessionStore, SledStore, Store, SummaryStore, SummaryWrite,
+    Outbox, Removed, SessionStore, SledStore, Store, SummaryStore, SummaryWrite,
 };
 use mnemo::{Error, Result};
 
@@ -2390,6 +2390,7 @@ fn every_searchable_change_enters_the_outbox(store: &dyn Store) {
             IndexChange::Fact { .. } => "fact",
             IndexChange::SessionDeleted { .. } => "deleted",
             IndexChange::Episode { .. } => "episode",
+            IndexChange::TurnRemoved { .. } => "removed",
         })
         .collect();
     assert_eq!(kinds, ["turns", "fact", "deleted"]);
@@ -2571,6 +2572,108 @@ fn flush_syncs_and_changes_nothing(store: &dyn Store) {
 
 /// Runs each listed case on a fresh in-memory store and on a fresh sled
 /// store, as one test per case and engine.
+fn remove_last(store: &dyn Store, ns: &str, id: &str, removal: append::Removal) -> Result<Removed> {
+    store.remove_last_turn(ns, id, &mut |s, last| {
+        append::plan_removal(s, last, &removal)
+    })
+}
+
+const ANY_LAST: append::Removal = append::Removal {
+    expected_last_seq: None,
+    lease_epoch: None,
+    now: 9,
+};
+
+fn removing_the_last_turn_frees_its_seq(store: &dyn Store) {
+    store.create_session(&session("ns", "s", "u")).unwrap();
+    let appended = append_texts(store, "ns", "s", &["a", "bb", "ccc"]);
+    let outbox_before = store.read_outbox("search", BIG).unwrap().entries.len();
+    let removed = remove_last(store, "ns", "s", ANY_LAST).unwrap();
+    let turn = removed.turn.expect("a turn was removed");
+    assert_eq!((turn.seq, turn.content.as_str()), (3, "ccc"));
+    let s = store.get_session("ns", "s").unwrap();
+    assert_eq!((s.next_seq, s.turn_count), (3, 2));
+    assert_eq!(s.total_tokens, appended.session.total_tokens - 3);
+    assert_eq!(removed.session.next_seq, 3);
+    assert_eq!(contents(store, "ns", "s"), ["a", "bb"]);
+    assert!(store.get_turns("ns", "s", &[3]).unwrap().is_empty());
+    let entries = store.read_outbox("search", BIG).unwrap().entries;
+    assert_eq!(entries.len(), outbox_before + 1);
+    assert!(matches!(
+        &entries.last().unwrap().1,
+        IndexChange::TurnRemoved { namespace, session_id, seq: 3 } if namespace == "ns" && session_id == "s"
+    ));
+    // The seq goes to the next append: still gap-free.
+    let again = append_texts(store, "ns", "s", &["d"]);
+    assert_eq!(again.outcome.first_seq, 3);
+    assert_eq!(contents(store, "ns", "s"), ["a", "bb", "d"]);
+    // Down to empty, then nothing to remove: nothing written.
+    for _ in 0..3 {
+        assert!(remove_last(store, "ns", "s", ANY_LAST)
+            .unwrap()
+            .turn
+            .is_some());
+    }
+    let before = snapshot(store);
+    let none = remove_last(store, "ns", "s", ANY_LAST).unwrap();
+    assert!(none.turn.is_none());
+    assert_eq!(none.session.next_seq, 1);
+    assert_eq!(snapshot(store), before);
+    assert_eq!(append_texts(store, "ns", "s", &["e"]).outcome.first_seq, 1);
+}
+
+fn refused_removals_write_nothing(store: &dyn Store) {
+    store.create_session(&session("ns", "s", "u")).unwrap();
+    append_texts(store, "ns", "s", &["a", "b"]);
+    let before = snapshot(store);
+    let stale = append::Removal {
+        lease_epoch: Some(0),
+        ..ANY_LAST
+    };
+    assert!(matches!(
+        remove_last(store, "ns", "s", stale),
+        Err(Error::FailedPrecondition(Precondition::StaleLeaseEpoch, _))
+    ));
+    let moved = append::Removal {
+        expected_last_seq: Some(1),
+        ..ANY_LAST
+    };
+    assert!(matches!(
+        remove_last(store, "ns", "s", moved),
+        Err(Error::Aborted(_))
+    ));
+    assert!(matches!(
+        remove_last(store, "ns", "missing", ANY_LAST),
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(snapshot(store), before);
+    store
+        .update_session("ns", "s", &mut |s| {
+            s.state = SessionState::Closed;
+            Ok(())
+        })
+        .unwrap();
+    let closed = snapshot(store);
+    assert!(matches!(
+        remove_last(store, "ns", "s", ANY_LAST),
+        Err(Error::FailedPrecondition(Precondition::SessionClosed, _))
+    ));
+    assert_eq!(snapshot(store), closed);
+}
+
+fn a_removal_plan_breaking_seq_order_is_refused(store: &dyn Store) {
+    store.create_session(&session("ns", "s", "u")).unwrap();
+    append_texts(store, "ns", "s", &["a", "b"]);
+    let before = snapshot(store);
+    let r = store.remove_last_turn("ns", "s", &mut |s, _| {
+        let mut wrong = s.clone();
+        wrong.next_seq -= 2;
+        Ok(Some(Box::new(wrong)))
+    });
+    assert!(matches!(r, Err(Error::Internal(_))), "{r:?}");
+    assert_eq!(snapshot(store), before);
+}
+
 macro_rules! conformance {
     ($($(#[$meta:meta])* $case:ident;)*) => {
         /// The in-memory engine.
@@ -2725,6 +2828,9 @@ fn summary_at_reads_one_version_without_the_session(store: &dyn Store) {
 
 conformance! {
     snapshot_sees_every_kind_of_write;
+    removing_the_last_turn_frees_its_seq;
+    refused_removals_write_nothing;
+    a_removal_plan_breaking_seq_order_is_refused;
     sessions_create_get_and_conflict;
     append_assigns_gap_free_seqs_and_counters;
     conflicts_and_closed_sessions_write_nothing;

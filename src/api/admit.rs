@@ -47,6 +47,7 @@ namespaced!(
     pb::CloseSessionRequest,
     pb::DeleteSessionRequest,
     pb::AppendTurnsRequest,
+    pb::RemoveLastTurnRequest,
     pb::ListTurnsRequest,
     pb::SummarizeRequest,
     pb::GetSummaryRequest,

@@ -250,6 +250,35 @@ impl MemoryService for MemoryApi {
         .await
     }
 
+    async fn remove_last_turn(
+        &self,
+        request: Request<pb::RemoveLastTurnRequest>,
+    ) -> Result<Response<pb::RemoveLastTurnResponse>, Status> {
+        let r = admit(request, Role::Write)?;
+        let span = span("RemoveLastTurn", &r.namespace, &r.session_id);
+        async move {
+            let out = self
+                .memory
+                .remove_last_turn(
+                    &r.namespace,
+                    &r.session_id,
+                    non_zero(r.expected_last_seq),
+                    non_zero(r.lease_epoch),
+                )
+                .await?;
+            if let Some(t) = &out.turn {
+                tracing::info!(seq = t.seq, refolded = ?out.refolded, "last turn removed");
+            }
+            Ok(Response::new(pb::RemoveLastTurnResponse {
+                turn: out.turn.map(Into::into),
+                session: Some(out.session.into()),
+                refolded_summary_version: out.refolded.unwrap_or(0),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
     async fn summarize(
         &self,
         request: Request<pb::SummarizeRequest>,

@@ -426,19 +426,20 @@ fn episode_candidates(inputs: &Inputs, req: &BundleRequest, out: &mut Vec<Candid
 fn priority(c: &Candidate) -> u8 {
     match (c.share, c.section) {
         (_, Section::Header) => 0,
-        (Share::Last | Share::Newest, _) => 1,
+        (Share::Last, _) => 1,
         (_, Section::PendingActions) => 2,
         (_, Section::CarriedActions) => 3,
         (_, Section::OpenQuestions) => 4,
-        (Share::Neighbour, _) => 6,
-        (_, Section::Recalled) => 5,
-        (_, Section::Decisions) => 7,
-        (_, Section::Summary) => 8,
-        (_, Section::KeyFacts) => 9,
-        (_, Section::Facts) => 10,
-        (_, Section::RecentTurns) => 11,
-        (_, Section::Episodes) => 12,
-        (_, Section::EarlierTurns) => 13,
+        (Share::Newest, _) => 5,
+        (_, Section::Recalled) => 6,
+        (Share::Neighbour, _) => 7,
+        (_, Section::Decisions) => 8,
+        (_, Section::Summary) => 9,
+        (_, Section::KeyFacts) => 10,
+        (_, Section::Facts) => 11,
+        (_, Section::RecentTurns) => 12,
+        (_, Section::Episodes) => 13,
+        (_, Section::EarlierTurns) => 14,
     }
 }
 

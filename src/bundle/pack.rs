@@ -212,7 +212,17 @@ impl Chooser {
         };
         let left = allowance.saturating_sub(self.used + head);
         let taken = self.taken.get(&c.share).copied().unwrap_or(0);
-        let share_left = limit.map_or(u64::MAX, |l| l.saturating_sub(taken + head));
+        // The first pending action and the first open question are never
+        // held back by their share: what is still to do comes first.
+        let first_of_open_work = taken == 0
+            && matches!(
+                c.share,
+                Share::Section(Section::PendingActions | Section::OpenQuestions)
+            );
+        let share_left = match limit {
+            Some(l) if !first_of_open_work => l.saturating_sub(taken + head),
+            _ => u64::MAX,
+        };
         // The response carries the text and a structured copy, so the
         // text's bytes are bounded too (a third of the message limit).
         let bytes = self.bytes;

@@ -5,6 +5,7 @@
 mod admin;
 mod json;
 mod knowledge;
+mod mcp;
 mod serve;
 mod sessions;
 mod turns_file;
@@ -156,6 +157,9 @@ enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Key(admin::KeyCommand),
+    /// Serve a daemon's memory as MCP tools (Model Context Protocol), over
+    /// stdio or Streamable HTTP, for agents and MCP hosts.
+    Mcp(mcp::McpArgs),
     /// List a session's turns, oldest first.
     Turns {
         #[command(flatten)]
@@ -300,6 +304,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Episodes(args) => knowledge::episodes(args).await,
         Command::Action(args) => knowledge::action(args).await,
         Command::Key(cmd) => admin::key(cmd),
+        Command::Mcp(args) => mcp::mcp(args).await,
         Command::Export(args) => blocking(move || admin::export(args)).await,
         Command::Import(args) => blocking(move || admin::import(args)).await,
         Command::Verify(args) => blocking(move || admin::verify(args)).await,

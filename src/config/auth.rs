@@ -98,3 +98,60 @@ impl AuthConfig {
         Ok(())
     }
 }
+
+/// Parses a key given on the command line or in `MNEMO_AUTH_KEYS`:
+/// `NAME:NAMESPACE:ROLE:SHA256`. The hash is checked with the rest of the
+/// configuration ([`AuthConfig::validate`]).
+pub fn parse_key_flag(text: &str) -> std::result::Result<KeyConfig, String> {
+    let parts: Vec<&str> = text.trim().split(':').collect();
+    let [name, namespace, role, sha256] = parts[..] else {
+        return Err(format!(
+            "expected NAME:NAMESPACE:ROLE:SHA256 (four fields separated by ':'), got {} field(s)",
+            parts.len()
+        ));
+    };
+    let role = match role.to_ascii_lowercase().as_str() {
+        "read" => Role::Read,
+        "write" => Role::Write,
+        "admin" => Role::Admin,
+        other => return Err(format!("role must be read, write or admin, not {other:?}")),
+    };
+    if name.is_empty() {
+        return Err("the key's NAME must not be empty".to_owned());
+    }
+    Ok(KeyConfig {
+        name: name.to_owned(),
+        namespace: namespace.to_owned(),
+        role,
+        sha256: sha256.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_flag_has_four_fields_and_a_known_role() {
+        let k = parse_key_flag("ci:team-a:write:ab").unwrap();
+        assert_eq!(
+            (
+                k.name.as_str(),
+                k.namespace.as_str(),
+                k.role,
+                k.sha256.as_str()
+            ),
+            ("ci", "team-a", Role::Write, "ab")
+        );
+        assert_eq!(parse_key_flag("ops:*:ADMIN:cd").unwrap().role, Role::Admin);
+        assert!(parse_key_flag("ci:team-a:write")
+            .unwrap_err()
+            .contains("four fields"));
+        assert!(parse_key_flag("ci:team-a:owner:ab")
+            .unwrap_err()
+            .contains("read, write or admin"));
+        assert!(parse_key_flag(":team-a:read:ab")
+            .unwrap_err()
+            .contains("NAME"));
+    }
+}

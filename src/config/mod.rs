@@ -215,6 +215,27 @@ pub struct Overrides {
     /// Log format [default: text].
     #[arg(long, env = "MNEMO_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// TLS: the server's certificate chain (PEM); with --tls-key, replaces
+    /// the file's `[tls]`.
+    #[arg(long, env = "MNEMO_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: the certificate's private key (PEM).
+    #[arg(long, env = "MNEMO_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: clients must present a certificate signed by this CA
+    /// (PEM). Needs TLS (flags or the file's `[tls]`).
+    #[arg(long, env = "MNEMO_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Require an API key on every call (`auth.required`) [default: when
+    /// listening beyond loopback or keys are configured].
+    #[arg(long, env = "MNEMO_AUTH_REQUIRED")]
+    pub auth_required: Option<bool>,
+    /// An accepted API key, as NAME:NAMESPACE:ROLE:SHA256 (what `mnemo key
+    /// create` prints; role read, write or admin; namespace `*` for all).
+    /// Repeat the flag, or separate keys by commas in MNEMO_AUTH_KEYS;
+    /// added to the file's `[[auth.keys]]`.
+    #[arg(long = "auth-key", env = "MNEMO_AUTH_KEYS", value_delimiter = ',', value_parser = auth::parse_key_flag, hide_env_values = true)]
+    pub auth_keys: Vec<auth::KeyConfig>,
 }
 
 impl Config {
@@ -252,6 +273,28 @@ impl Config {
         if let Some(v) = overrides.log_format {
             c.log_format = v;
         }
+        if let (Some(cert), Some(key)) = (&overrides.tls_cert, &overrides.tls_key) {
+            let client_ca = c.tls.take().and_then(|t| t.client_ca);
+            c.tls = Some(TlsConfig {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca,
+            });
+        }
+        if let Some(ca) = &overrides.tls_client_ca {
+            match &mut c.tls {
+                Some(tls) => tls.client_ca = Some(ca.clone()),
+                None => {
+                    return Err(Error::invalid(
+                        "--tls-client-ca needs TLS: give --tls-cert and --tls-key (or [tls] in the config file)",
+                    ))
+                }
+            }
+        }
+        if let Some(v) = overrides.auth_required {
+            c.auth.required = Some(v);
+        }
+        c.auth.keys.extend(overrides.auth_keys.iter().cloned());
         c.validate()?;
         Ok(c)
     }

@@ -162,3 +162,70 @@ pub fn plan(
         fingerprint: append.fingerprint,
     })
 }
+
+/// A request to remove a session's last turn (an undo, e.g. an agent
+/// SDK's `pop_item`).
+#[derive(Debug, Clone, Copy)]
+pub struct Removal {
+    /// Remove only if the last turn has this seq (`None`: whichever is).
+    pub expected_last_seq: Option<u64>,
+    /// Fencing, as for an append.
+    pub lease_epoch: Option<u64>,
+    /// Server time of the change.
+    pub now: UnixNanos,
+}
+
+/// Decides a removal against the session and its last turn: the session
+/// without that turn, or `None` when there is no turn to remove. Closed
+/// sessions are not changed; fencing and `expected_last_seq` as for an
+/// append.
+pub fn plan_removal(
+    current: &Session,
+    last: Option<&Turn>,
+    removal: &Removal,
+) -> Result<Option<Box<Session>>> {
+    if current.state == SessionState::Closed {
+        return Err(Error::FailedPrecondition(
+            Precondition::SessionClosed,
+            format!(
+                "session {:?} is closed; its turns can no longer be removed",
+                current.session_id
+            ),
+        ));
+    }
+    if let Some(epoch) = removal.lease_epoch {
+        check_lease(current, epoch)?;
+    }
+    let last_seq = last.map_or(0, |t| t.seq);
+    if let Some(expected) = removal.expected_last_seq {
+        if expected != last_seq {
+            return Err(Error::Aborted(format!(
+                "expected_last_seq is {expected} but session {:?}'s last turn is {}; re-read and retry",
+                current.session_id,
+                if last_seq == 0 { "none".to_owned() } else { format!("#{last_seq}") }
+            )));
+        }
+    }
+    let Some(turn) = last else {
+        return Ok(None);
+    };
+    let mut session = current.clone();
+    session.turn_count = session.turn_count.saturating_sub(1);
+    session.next_seq = turn.seq;
+    session.total_tokens = session
+        .total_tokens
+        .saturating_sub(u64::from(turn.token_count));
+    session.updated_at = removal.now;
+    session.last_active_at = removal.now;
+    session.state = SessionState::Active;
+    // The summary covered the removed turn: its recorded progress drops
+    // below what the stored summary covers, which marks it for a refold
+    // from turn 1 (`summary::is_rewound`).
+    let progress = &mut session.summary;
+    if progress.through_seq >= turn.seq {
+        progress.through_seq = turn.seq - 1;
+        progress.through_tokens = progress.through_tokens.min(session.total_tokens);
+        progress.attempted_through_seq = progress.attempted_through_seq.min(turn.seq - 1);
+    }
+    Ok(Some(Box::new(session)))
+}

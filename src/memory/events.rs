@@ -51,6 +51,13 @@ pub enum Event<'a> {
     },
     /// Facts or episodes changed (the search index has work).
     KnowledgeChanged,
+    /// The session's last turn was removed; its seq is free again.
+    TurnRemoved {
+        /// The session after the removal.
+        session: &'a Session,
+        /// The removed turn's seq.
+        seq: u64,
+    },
 }
 
 /// Receives the domain's events. Implementations must not block: they

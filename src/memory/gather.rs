@@ -119,6 +119,9 @@ pub(super) fn gather(
         0 => None,
         v => store.summary_at(ns, session_id, v)?,
     };
+    // A summary covering a turn removed since is never shown: the bundle
+    // goes without one until it is refolded (see `summary::is_rewound`).
+    summary = summary.filter(|s| !super::summary::is_rewound(&session, s.covers_through_seq));
     if let Some(s) = summary.as_mut() {
         // Statuses a client set since (UpdatePendingAction) win.
         let overrides = store.action_statuses(ns, session_id)?;

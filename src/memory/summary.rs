@@ -54,6 +54,15 @@ fn base_of(summarizer: &dyn Summarizer, stored: Option<FoldRecord>) -> Result<Op
     Ok(summarizer.reads(&record).then_some(record))
 }
 
+/// Whether a summary or fold covering turns through `covers_through_seq`
+/// covers a turn removed since: removing a covered turn lowers the
+/// session's recorded summary progress below what the stored summary
+/// covers (`append::plan_removal`), a mark that survives a crash and
+/// later appends until a new summary is folded from the remaining turns.
+pub fn is_rewound(session: &Session, covers_through_seq: u64) -> bool {
+    covers_through_seq > session.summary.through_seq
+}
+
 /// Summarizes the turns of a session not yet covered (blocking).
 /// `force` ignores earlier refused attempts (a client asked explicitly).
 pub fn run(
@@ -66,9 +75,16 @@ pub fn run(
 ) -> Result<Attempt> {
     let session = store.get_session(ns, session_id)?;
     let last = session.next_seq - 1;
-    let base = base_of(summarizer, store.fold_record(ns, session_id)?)?;
+    let mut base = base_of(summarizer, store.fold_record(ns, session_id)?)?;
+    // A fold over a turn removed since starts again from turn 1.
+    let rewound = base
+        .as_ref()
+        .is_some_and(|b| is_rewound(&session, b.through_seq));
+    if rewound {
+        base = None;
+    }
     let through = base.as_ref().map_or(0, |b| b.through_seq);
-    let attempted = if force {
+    let attempted = if force || rewound {
         through
     } else {
         session.summary.attempted_through_seq.max(through)

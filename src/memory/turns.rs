@@ -26,6 +26,18 @@ pub struct AppendRequest {
     pub lease_epoch: Option<u64>,
 }
 
+/// What removing a session's last turn did.
+#[derive(Debug, Clone)]
+pub struct Removal {
+    /// The removed turn; `None` when the session had none.
+    pub turn: Option<Turn>,
+    /// The session afterwards.
+    pub session: crate::model::Session,
+    /// The summary version refolded because the previous one covered the
+    /// removed turn.
+    pub refolded: Option<u64>,
+}
+
 impl Memory {
     /// Appends turns; returns once they are durable on disk.
     pub async fn append_turns(
@@ -117,6 +129,76 @@ impl Memory {
             last_seq: outcome.last_seq,
             previous_state: appended.previous_state,
         });
+    }
+
+    /// Removes the session's last turn, atomically and fenced like an
+    /// append (an undo: an agent SDK's `pop_item`); returns once durable.
+    /// The seq goes to the next append. When the latest summary covered
+    /// the turn, a new summary version is folded from the remaining turns
+    /// before this returns (until it is stored, bundles show no summary).
+    pub async fn remove_last_turn(
+        &self,
+        ns: &str,
+        session_id: &str,
+        expected_last_seq: Option<u64>,
+        lease_epoch: Option<u64>,
+    ) -> Result<Removal> {
+        validate::id("namespace", ns)?;
+        validate::id("session_id", session_id)?;
+        let removal = append::Removal {
+            expected_last_seq,
+            lease_epoch,
+            now: now_nanos(),
+        };
+        let (n, i) = (ns.to_owned(), session_id.to_owned());
+        let (removed, covered) = self
+            .blocking(move |st| {
+                // Whether the stored summary covered the turn (decided on
+                // the session as read under the store's lock).
+                let mut covered = false;
+                let removed = st.remove_last_turn(&n, &i, &mut |s, last| {
+                    covered = last.is_some_and(|t| s.summary.through_seq >= t.seq);
+                    append::plan_removal(s, last, &removal)
+                })?;
+                Ok((removed, covered))
+            })
+            .await?;
+        let Some(turn) = removed.turn else {
+            return Ok(Removal {
+                turn: None,
+                session: removed.session,
+                refolded: None,
+            });
+        };
+        self.notify(Event::TurnRemoved {
+            session: &removed.session,
+            seq: turn.seq,
+        });
+        let mut session = removed.session;
+        let mut refolded = None;
+        if covered && session.turn_count > 0 {
+            match self
+                .summarize_session(ns, session_id, crate::model::Trigger::Requested, true)
+                .await
+            {
+                Ok(super::summary::Attempt::Stored(s)) => refolded = Some(s.version),
+                Ok(_) => {}
+                // The removal stands; the summary is refolded when next due
+                // and bundles leave the stale one out meanwhile.
+                Err(e) => tracing::warn!(
+                    namespace = ns,
+                    session_id,
+                    error = %e,
+                    "summary not refolded after a turn was removed"
+                ),
+            }
+            session = self.get_session(ns, session_id).await?;
+        }
+        Ok(Removal {
+            turn: Some(turn),
+            session,
+            refolded,
+        })
     }
 
     /// Lists turns by seq range, oldest first, paginated. A page is also

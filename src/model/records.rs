@@ -169,4 +169,13 @@ pub enum IndexChange {
         /// Session.
         session_id: String,
     },
+    /// The last turn of a session was removed (its seq is free again).
+    TurnRemoved {
+        /// Namespace.
+        namespace: String,
+        /// Session.
+        session_id: String,
+        /// The removed turn's seq.
+        seq: u64,
+    },
 }

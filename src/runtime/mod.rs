@@ -71,9 +71,10 @@ struct IndexerWake(Arc<Indexer>);
 impl Notifier for IndexerWake {
     fn notify(&self, event: &Event<'_>) {
         match event {
-            Event::Appended { .. } | Event::Deleted { .. } | Event::KnowledgeChanged => {
-                self.0.nudge()
-            }
+            Event::Appended { .. }
+            | Event::Deleted { .. }
+            | Event::KnowledgeChanged
+            | Event::TurnRemoved { .. } => self.0.nudge(),
             _ => {}
         }
     }

@@ -37,6 +37,11 @@ pub enum Notice {
     },
     /// The session was deleted.
     Deleted,
+    /// The turn with this seq (the last) was removed.
+    Removed {
+        /// Its seq, which the next append reuses.
+        seq: u64,
+    },
 }
 
 /// A summary notice.
@@ -362,6 +367,15 @@ impl Watcher {
                     self.turns_through(at_seq).await?;
                     self.emit(WatchEvent::State { state, at_seq }).await?;
                 }
+                // A watcher that already sent the removed turn ends, so that
+                // it never misses the turn that takes the seq next.
+                Ok(Notice::Removed { seq }) if seq < self.next_turn => {
+                    return Err(Stop::Fail(Error::Aborted(format!(
+                        "turn {seq} of session {}/{} was removed; watch again with from_seq={seq}",
+                        self.ns, self.session_id
+                    ))))
+                }
+                Ok(Notice::Removed { .. }) => {}
                 Ok(Notice::Deleted) => {
                     return Err(Stop::Fail(Error::session_not_found(
                         &self.ns,
@@ -472,6 +486,11 @@ impl Notifier for WatchHub {
                 namespace,
                 session_id,
             } => self.publish(namespace, session_id, Notice::Deleted),
+            Event::TurnRemoved { session, seq } => self.publish(
+                &session.namespace,
+                &session.session_id,
+                Notice::Removed { seq },
+            ),
             Event::SummaryWritten {
                 namespace,
                 session_id,

@@ -426,6 +426,24 @@ impl SearchIndex {
                 ));
                 Ok(())
             }
+            IndexChange::TurnRemoved {
+                namespace,
+                session_id,
+                seq,
+            } => {
+                w.delete_term(Term::from_field_text(
+                    self.f.doc_key,
+                    &turn_key(namespace, session_id, *seq),
+                ));
+                // The turn before it was indexed with it as context.
+                match store.session(namespace, session_id) {
+                    Ok(s) if *seq > 1 && s.next_seq > *seq - 1 => {
+                        self.index_turns(w, store, &s, (*seq - 1, *seq - 1))
+                    }
+                    Ok(_) | Err(Error::NotFound(_)) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
             IndexChange::Fact { namespace, fact_id } => {
                 let fact = match store.fact(namespace, fact_id) {
                     Ok(f) => Some(f),

@@ -99,11 +99,20 @@ impl Daemon {
         let limits = &self.config.limits;
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<MemoryServiceServer<MemoryApi>>().await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| Error::Internal(format!("cannot build reflection service: {e}")))?;
+        // Reflection in both versions: v1, and v1alpha for the clients that
+        // speak only that (older grpcurl, Postman, Python's grpcio-reflection).
+        let reflection_builder = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        };
+        let reflection_error = |e: tonic_reflection::server::Error| {
+            Error::Internal(format!("cannot build reflection service: {e}"))
+        };
+        let reflection = reflection_builder().build_v1().map_err(reflection_error)?;
+        let reflection_v1alpha = reflection_builder()
+            .build_v1alpha()
+            .map_err(reflection_error)?;
         let addr = listener
             .local_addr()
             .map_err(|e| Error::Internal(format!("listener has no address: {e}")))?;
@@ -215,6 +224,7 @@ impl Daemon {
             .http2_keepalive_timeout(Some(Duration::from_secs(10)))
             .add_service(health_service)
             .add_service(reflection)
+            .add_service(reflection_v1alpha)
             .add_service(memory_service)
             .serve_with_incoming_shutdown(incoming, signal);
         tokio::select! {

@@ -15,8 +15,8 @@ use super::commit::{self, GroupCommit};
 use super::engine::{Batch, Engine, MemoryEngine, SledEngine, Write};
 use super::outbox::ChangeLog;
 use super::{
-    codec, keys, legacy, AppendPlan, Appended, DecideAppend, SessionPage, SessionScan,
-    SessionStore, Store, SummaryStore, SummaryWrite,
+    codec, keys, legacy, AppendPlan, Appended, DecideAppend, DecideRemoval, Removed, SessionPage,
+    SessionScan, SessionStore, Store, SummaryStore, SummaryWrite,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -438,6 +438,58 @@ impl<E: Engine> SessionStore for KvStore<E> {
         // not be durable yet.
         self.durable()?;
         Ok(appended)
+    }
+
+    fn remove_last_turn(
+        &self,
+        ns: &str,
+        session_id: &str,
+        decide: &mut DecideRemoval<'_>,
+    ) -> Result<Removed> {
+        let removed = {
+            let _g = self.lock(ns, session_id);
+            let current = self.read_session(ns, session_id)?;
+            let last = match current.next_seq.checked_sub(1).filter(|&s| s > 0) {
+                Some(seq) => self.read::<Turn>(&keys::turn(ns, session_id, seq), || {
+                    format!("turn {seq} of {ns}/{session_id}")
+                })?,
+                None => None,
+            };
+            match (decide(&current, last.as_ref())?, last) {
+                (None, _) => Removed {
+                    turn: None,
+                    session: current,
+                },
+                (Some(session), Some(turn)) => {
+                    if session.next_seq != turn.seq || turn.seq + 1 != current.next_seq {
+                        return Err(Error::Internal(format!(
+                            "a removal plan for {ns}/{session_id} breaks the seq order"
+                        )));
+                    }
+                    let batch: Batch = vec![
+                        Write::Delete(keys::turn(ns, session_id, turn.seq)),
+                        Write::Put(keys::session(ns, session_id), codec::encode(&session)?),
+                    ];
+                    let note = IndexChange::TurnRemoved {
+                        namespace: ns.to_owned(),
+                        session_id: session_id.to_owned(),
+                        seq: turn.seq,
+                    };
+                    self.changes.commit(&self.engine, batch, vec![note])?;
+                    Removed {
+                        turn: Some(turn),
+                        session: *session,
+                    }
+                }
+                (Some(_), None) => {
+                    return Err(Error::Internal(format!(
+                        "a removal plan for {ns}/{session_id}, which has no turn to remove"
+                    )))
+                }
+            }
+        };
+        self.durable()?;
+        Ok(removed)
     }
 
     fn list_turns(

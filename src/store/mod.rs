@@ -95,6 +95,21 @@ pub enum AppendPlan {
 pub type DecideAppend<'a> =
     dyn FnMut(&Session, Option<&IdempotencyRecord>) -> Result<AppendPlan> + 'a;
 
+/// What [`SessionStore::remove_last_turn`] did.
+#[derive(Debug, Clone)]
+pub struct Removed {
+    /// The removed turn; `None` when there was nothing to remove.
+    pub turn: Option<Turn>,
+    /// The session as stored afterwards.
+    pub session: Session,
+}
+
+/// Decides a removal from the session and its last turn (`None` when it
+/// has no turns): the session to store without that turn, or `None` to
+/// write nothing.
+pub type DecideRemoval<'a> =
+    dyn FnMut(&Session, Option<&Turn>) -> Result<Option<Box<Session>>> + 'a;
+
 /// Everything one summary attempt writes, atomically.
 #[derive(Debug, Clone)]
 pub struct SummaryWrite {
@@ -201,6 +216,17 @@ pub trait SessionStore {
         idempotency_key: Option<&str>,
         decide: &mut DecideAppend<'_>,
     ) -> Result<Appended>;
+
+    /// Removes the session's last turn: runs `decide` on the session and
+    /// that turn, then deletes the turn and stores the session it returns
+    /// (whose `next_seq` must be one lower) atomically, with an outbox
+    /// entry. The seq is given to the next append.
+    fn remove_last_turn(
+        &self,
+        ns: &str,
+        session_id: &str,
+        decide: &mut DecideRemoval<'_>,
+    ) -> Result<Removed>;
 
     /// Turns with `from_seq <= seq <= to_seq`, oldest first, at most `limit`.
     /// `NotFound` when the session does not exist.
