@@ -500,3 +500,115 @@ async fn sighup_reloads_the_keys_and_a_bad_config_changes_nothing() {
     let status = daemon.terminate();
     assert!(status.success(), "{status:?}");
 }
+
+/// TLS, mutual TLS and API keys set by flags alone (no config file), as
+/// containers and process managers set them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_keys_by_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pki = pki();
+    let write = |name: &str, pem: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, pem).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let (cert, key, ca) = (
+        write("server.pem", &pki.server_cert),
+        write("server.key", &pki.server_key),
+        write("ca.pem", &pki.ca_pem),
+    );
+    write("client.pem", &pki.client_cert);
+    write("client.key", &pki.client_key);
+    let (api_key, sha256) = new_key().unwrap();
+    let key_flag = format!("agent:ns:write:{sha256}");
+    let daemon = common::Binary::start_with(
+        &tmp.path().join("data"),
+        &[],
+        &[
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-client-ca",
+            &ca,
+            "--auth-key",
+            &key_flag,
+        ],
+    );
+    let options = ClientOptions {
+        addr: format!("https://localhost:{}", daemon.addr.port()),
+        ca_cert: Some(tmp.path().join("ca.pem")),
+        client_identity: Some((tmp.path().join("client.pem"), tmp.path().join("client.key"))),
+        connect_timeout: Some(Duration::from_secs(5)),
+        ..ClientOptions::default()
+    };
+    let mut with_key = connect(&ClientOptions {
+        api_key: Some(api_key),
+        ..options.clone()
+    })
+    .await
+    .expect("mTLS connect");
+    create(&mut with_key, "by-flags")
+        .await
+        .expect("a call with the key over mutual TLS");
+    let mut without_key = connect(&options).await.expect("mTLS connect");
+    let refused = create(&mut without_key, "no-key").await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    // No client certificate: the handshake or the first call fails.
+    let no_cert = ClientOptions {
+        client_identity: None,
+        ..options
+    };
+    if let Ok(mut c) = connect(&no_cert).await {
+        assert!(create(&mut c, "no-cert").await.is_err());
+    }
+}
+
+#[test]
+fn tls_flags_are_checked() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["serve", "--tls-client-ca", "/nonexistent/ca.pem"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tls-client-ca needs TLS"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["serve", "--auth-key", "agent:ns:owner:ab"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("read, write or admin"), "{err}");
+}
+
+/// gRPC reflection answers in both versions (v1alpha is all that older
+/// grpcurl, Postman and Python's reflection client speak).
+#[tokio::test]
+async fn reflection_answers_v1_and_v1alpha() {
+    use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
+    let server = TestServer::start().await;
+    let mut c = ServerReflectionClient::new(server.channel().await);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut stream = c
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .expect("v1alpha reflection")
+        .into_inner();
+    let answer = stream.message().await.unwrap().expect("an answer");
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("not a service list: {answer:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        names.iter().any(|n| n == "mnemo.v1.MemoryService"),
+        "{names:?}"
+    );
+    server.stop().await;
+}

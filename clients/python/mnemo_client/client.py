@@ -283,6 +283,34 @@ class MnemoClient:
         )
         return self._pages("ListTurns", request, "turns", lambda m: from_message(Turn, m), timeout)
 
+    def remove_last_turn(
+        self,
+        namespace: str,
+        session_id: str,
+        *,
+        expected_last_seq: int = 0,
+        lease_epoch: int = 0,
+        timeout: float | None = None,
+    ) -> Turn | None:
+        """Removes the session's last turn atomically and returns it (None when it has none).
+
+        Concurrent calls each remove a different turn; the seq goes to the next
+        append. `expected_last_seq` (0 = any) makes it conditional (`Aborted`
+        otherwise); `lease_epoch` fences as for appends. A summary that covered
+        the turn is refolded from the remaining turns. Not retried (a retry
+        would remove another turn) unless `expected_last_seq` is given.
+        """
+        request = session_pb2.RemoveLastTurnRequest(
+            namespace=namespace,
+            session_id=session_id,
+            expected_last_seq=expected_last_seq,
+            lease_epoch=lease_epoch,
+        )
+        response = self._call(
+            "RemoveLastTurn", request, idempotent=expected_last_seq != 0, timeout=timeout
+        )
+        return from_message(Turn, response.turn) if response.HasField("turn") else None
+
     # Summaries
 
     def summarize(
