@@ -179,7 +179,11 @@ async fn refused_removals_change_nothing() {
         .await
         .unwrap_err();
     assert_eq!(moved.code(), Code::Aborted, "{moved:?}");
-    assert!(moved.message().contains("#2"), "{}", moved.message());
+    assert!(
+        moved.message().contains("ends at seq 2"),
+        "{}",
+        moved.message()
+    );
     let ahead = c
         .remove_last_turn(pb::RemoveLastTurnRequest {
             lease_epoch: 7,

@@ -200,9 +200,13 @@ pub fn plan_removal(
     if let Some(expected) = removal.expected_last_seq {
         if expected != last_seq {
             return Err(Error::Aborted(format!(
-                "expected_last_seq is {expected} but session {:?}'s last turn is {}; re-read and retry",
+                "expected_last_seq is {expected} but session {:?} {}; re-read and retry",
                 current.session_id,
-                if last_seq == 0 { "none".to_owned() } else { format!("#{last_seq}") }
+                if last_seq == 0 {
+                    "has no turns".to_owned()
+                } else {
+                    format!("ends at seq {last_seq}")
+                }
             )));
         }
     }

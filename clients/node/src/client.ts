@@ -140,6 +140,23 @@ export interface ListReviewItemsOptions extends CallOptions {
   pageSize?: number;
 }
 
+export interface RemoveLastTurnOptions extends CallOptions {
+  /** Remove only if the last turn has this seq (ABORTED otherwise). */
+  expectedLastSeq?: number;
+  /** Fencing: the session's current lease epoch. */
+  leaseEpoch?: number;
+}
+
+/** What RemoveLastTurn removed. */
+export interface RemovedTurn {
+  /** The removed turn; null when the session had none. */
+  turn: Turn | null;
+  /** The session afterwards. */
+  session: Session;
+  /** The summary version refolded because the latest one covered the turn; 0 when none. */
+  refoldedSummaryVersion: number;
+}
+
 export interface ContextBundleOptions extends CallOptions {
   /** Tokenizer to measure with; absent: the session's. */
   encoding?: Encoding;
@@ -340,6 +357,23 @@ export class MnemoClient {
   /** Every turn within `fromSeq`..`toSeq`, oldest first, fetched page by page. */
   iterTurns(namespace: string, sessionId: string, options: ListTurnsOptions = {}): AsyncIterable<Turn> {
     return this.pages('ListTurns', 'turns', { namespace, sessionId }, options);
+  }
+
+  /**
+   * Removes the session's last turn atomically and returns it (null when it has none): concurrent
+   * calls each remove a different turn, and the seq goes to the next append. `expectedLastSeq`
+   * makes it conditional (ABORTED otherwise), `leaseEpoch` fences as for appends. A summary that
+   * covered the turn is refolded. Retried only with `expectedLastSeq` (a retry would remove another turn).
+   */
+  async removeLastTurn(namespace: string, sessionId: string, options: RemoveLastTurnOptions = {}): Promise<RemovedTurn> {
+    const { timeoutMs, ...fields } = options;
+    const idempotent = Boolean(fields.expectedLastSeq);
+    const r = (await this.unary('RemoveLastTurn', { namespace, sessionId, ...fields }, { idempotent, timeoutMs })) as {
+      turn: Turn | null;
+      session: Session;
+      refoldedSummaryVersion: number;
+    };
+    return { turn: r.turn ?? null, session: r.session, refoldedSummaryVersion: r.refoldedSummaryVersion };
   }
 
   // Summaries

@@ -19,6 +19,8 @@ export type {
   ListReviewItemsOptions,
   ListSessionsOptions,
   ListTurnsOptions,
+  RemoveLastTurnOptions,
+  RemovedTurn,
   MnemoClientOptions,
   PageOptions,
   PutFactOptions,

@@ -281,6 +281,26 @@ test('summarize with wait, then the summary structured, as Markdown and as JSON,
   assert.deepEqual((await client.getAuditLog(ns, sessionId, { pageSize: 1 })).items.length, 1);
 });
 
+test('removeLastTurn takes a different turn for each concurrent call and reuses the seq', async () => {
+  const ns = freshNamespace();
+  const { sessionId } = await client.createSession(ns);
+  const items: NewTurn[] = Array.from({ length: 12 }, (_, i) => ({ role: 'USER', content: `item ${i + 1}` }));
+  await client.appendTurns(ns, sessionId, items);
+  const removed = await Promise.all(Array.from({ length: 10 }, () => client.removeLastTurn(ns, sessionId)));
+  const seqs = removed.map((r) => r.turn!.seq).sort((a, b) => a - b);
+  assert.deepEqual(seqs, [3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+  const conflict = await rejectsWith(client.removeLastTurn(ns, sessionId, { expectedLastSeq: 1 }), 'ABORTED');
+  assert.match(conflict.details, /ends at seq 2/);
+  const last = await client.removeLastTurn(ns, sessionId, { expectedLastSeq: 2 });
+  assert.equal(last.turn?.content, 'item 2');
+  assert.equal(last.session.nextSeq, 2);
+  const again = await client.appendTurns(ns, sessionId, [{ role: 'USER', content: 'again' }]);
+  assert.equal(again.firstSeq, 2);
+  await client.removeLastTurn(ns, sessionId);
+  await client.removeLastTurn(ns, sessionId);
+  assert.equal((await client.removeLastTurn(ns, sessionId)).turn, null);
+});
+
 test('summarize without wait queues the work', async () => {
   const ns = freshNamespace();
   const { sessionId } = await client.createSession(ns);

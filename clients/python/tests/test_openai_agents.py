@@ -191,3 +191,26 @@ def test_forty_concurrent_pops_return_forty_distinct_items_then_clear_empties(
     # Used again after a clear: a fresh session under the same id.
     asyncio.run(session.add_items(items[:1]))
     assert asyncio.run(session.get_items()) == items[:1]
+
+
+def test_a_budget_keeps_long_sessions_inside_the_window(daemon: Daemon, namespace: str) -> None:
+    full = MnemoSession("long", address=daemon.address, namespace=namespace)
+    items: list[Any] = []
+    for i in range(40):
+        items.append({"role": "user", "content": f"Question {i}: what about order ORD-{1000 + i}? " + "details " * 30})
+        items.append({"role": "assistant", "content": f"Answer {i}: ORD-{1000 + i} ships on day {i}. " + "more " * 30})
+    asyncio.run(full.add_items(items))
+    bounded = MnemoSession("long", address=daemon.address, namespace=namespace, context_budget_tokens=1000)
+    got = asyncio.run(bounded.get_items())
+    assert got[0]["role"] == "system" and got[0]["content"].startswith("# Context bundle")
+    recent = got[1:]
+    assert 0 < len(recent) < len(items)
+    assert recent == items[-len(recent):]  # the newest items, exactly as added
+    assert sum(len(json.dumps(i)) for i in got) < 1000 * 6  # about the budget (a few characters a token)
+    assert asyncio.run(bounded.get_items(limit=2)) == items[-2:]
+    # A short session fits: every item as added.
+    short = MnemoSession("short", address=daemon.address, namespace=namespace, context_budget_tokens=1000)
+    asyncio.run(short.add_items(items[:4]))
+    assert asyncio.run(short.get_items()) == items[:4]
+    with pytest.raises(ValueError):
+        MnemoSession("x", address=daemon.address, namespace=namespace, context_budget_tokens=10)

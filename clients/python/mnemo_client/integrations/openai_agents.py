@@ -15,6 +15,12 @@ JSON is kept whole in the turn's metadata (split over several entries when
 longer than one entry holds), so ``get_items`` returns every item exactly as it
 was added. Turns appended by other clients come back as plain messages.
 
+With ``context_budget_tokens``, ``get_items()`` keeps long sessions inside the
+model's window: when the whole session fits the budget it returns every item;
+otherwise a system message holding mnemo's context bundle (pending actions,
+open questions, memory retrieved for the newest request, the summary) followed
+by the newest items exactly as added, all within about that many tokens.
+
 ``pop_item`` is atomic: it is mnemo's ``RemoveLastTurn``, so concurrent pops
 each get a different item (a summary that covered the removed turn is
 refolded). ``clear_session`` deletes the mnemo session with its turns and
@@ -66,8 +72,12 @@ class MnemoSession:
         client_cert: Any = None,
         client_key: Any = None,
         subject_id: str = "",
+        context_budget_tokens: int | None = None,
         client: MnemoClient | None = None,
     ) -> None:
+        if context_budget_tokens is not None and not 256 <= context_budget_tokens <= 1_000_000:
+            raise ValueError("context_budget_tokens must be from 256 to 1000000 (or None for every item)")
+        self.context_budget_tokens = context_budget_tokens
         self.session_id = session_id
         self.namespace = namespace
         self.subject_id = subject_id
@@ -118,8 +128,20 @@ class MnemoSession:
             session = self._client.get_session(self.namespace, self.session_id)
         except NotFound:
             return []
+        if self.context_budget_tokens is not None and session.turn_count > 0:
+            items = self._within_budget(self.context_budget_tokens)
+            return items if limit is None else items[-limit:]
         first = 0 if limit is None else max(1, session.next_seq - limit)
         return [item_of(t) for t in self._client.list_turns(self.namespace, self.session_id, from_seq=first)]
+
+    def _within_budget(self, budget: int) -> list[Any]:
+        """The session as the model should see it within `budget` tokens."""
+        bundle = self._client.get_context_bundle(self.namespace, self.session_id, budget)
+        if bundle.manifest.transcript:
+            return [item_of(t) for t in self._client.list_turns(self.namespace, self.session_id)]
+        # The bundle's text without its verbatim turns, which follow as items.
+        context = bundle.rendered_text.split("\n## Recent turns (verbatim)")[0].rstrip()
+        return [{"role": "system", "content": context}, *(item_of(t) for t in bundle.recent_turns)]
 
     def _add_items(self, items: list[Any]) -> None:
         self._ensure()
