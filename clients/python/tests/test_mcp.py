@@ -16,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import Daemon, _binary
+from mnemo_client import MnemoClient
 
 TOOLS = {
     "get_context",
@@ -72,7 +73,7 @@ async def over_http(daemon: Daemon, namespace: str) -> AsyncIterator[ClientSessi
             process.wait()
 
 
-async def story(session: ClientSession, namespace: str) -> None:
+async def story(session: ClientSession, client: MnemoClient, namespace: str) -> None:
     listed = await session.list_tools()
     tools = {t.name: t for t in listed.tools}
     assert set(tools) == TOOLS
@@ -98,11 +99,20 @@ async def story(session: ClientSession, namespace: str) -> None:
     assert not remembered.is_error, text_of(remembered)
     assert "#1–#2" in text_of(remembered)
 
-    # The summary holds the pending refund; the bundle shows it first.
-    summarized = await session.call_tool("get_context", {"session_id": "case-1", "budget_tokens": 2000})
-    assert not summarized.is_error and "ORD-5521" in text_of(summarized)
-    actions = await session.call_tool("list_pending_actions", {"session_id": "case-1"})
-    assert not actions.is_error, text_of(actions)
+    # Once summarized, the bundle holds the pending refund, listed with its reference.
+    client.summarize(namespace, "case-1")
+    context = await session.call_tool("get_context", {"session_id": "case-1", "budget_tokens": 2000})
+    assert not context.is_error
+    assert "refund the duplicate charge on ORD-5521" in text_of(context), text_of(context)
+    actions = text_of(await session.call_tool("list_pending_actions", {"session_id": "case-1"}))
+    assert "refund the duplicate charge on ORD-5521" in actions and "action_seq 2" in actions, actions
+    done = await session.call_tool(
+        "update_pending_action", {"session_id": "case-1", "action_seq": 2, "status": "done"}
+    )
+    assert not done.is_error and ", done;" in text_of(done), text_of(done)
+    assert "no open pending actions" in text_of(
+        await session.call_tool("list_pending_actions", {"session_id": "case-1"})
+    )
 
     fact = await session.call_tool("put_fact", {"subject_id": "cust-9", "text": "Prefers email.", "key": "contact"})
     assert not fact.is_error and "created" in text_of(fact)
@@ -136,18 +146,18 @@ async def story(session: ClientSession, namespace: str) -> None:
     assert "owned by agent-b at lease epoch 2" in text_of(handed)
 
 
-def test_mcp_over_stdio(daemon: Daemon, namespace: str) -> None:
+def test_mcp_over_stdio(daemon: Daemon, client: MnemoClient, namespace: str) -> None:
     async def run() -> None:
         async with over_stdio(daemon, namespace) as session:
-            await story(session, namespace)
+            await story(session, client, namespace)
 
     asyncio.run(run())
 
 
-def test_mcp_over_http(daemon: Daemon, namespace: str) -> None:
+def test_mcp_over_http(daemon: Daemon, client: MnemoClient, namespace: str) -> None:
     async def run() -> None:
         async with over_http(daemon, namespace) as session:
-            await story(session, namespace)
+            await story(session, client, namespace)
 
     asyncio.run(run())
 
