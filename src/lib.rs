@@ -15,6 +15,8 @@
 //! - [`bundle`]: packs a context bundle into a token budget (pure).
 //! - [`search`]: ranked retrieval (tantivy, BM25) over turns, facts and
 //!   episodes; an index derived from the store through the outbox.
+//! - [`llm`]: the optional model-backed summarizer (OpenAI-compatible API,
+//!   PII redaction, validated, the rules as fallback).
 //! - [`summarize`]: the `Summarizer` trait, the rule-based summarizer,
 //!   the faithfulness validator and renderings (pure).
 //! - [`store`]: storage ports and the sled and in-memory engines.
@@ -30,6 +32,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod llm;
 pub mod mcp;
 pub mod memory;
 pub mod model;

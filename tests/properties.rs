@@ -589,6 +589,7 @@ proptest! {
             })
             .collect();
         let ctx = SummaryContext {
+            namespace: String::new(),
             context_limit_tokens: 8000,
             bundle_tokens: 100,
             trigger: mnemo::model::Trigger::Requested,
@@ -628,6 +629,7 @@ fn an_action_is_dated_as_its_whole_turn_reads() {
         token_count: 1,
     };
     let ctx = SummaryContext {
+        namespace: String::new(),
         context_limit_tokens: 8000,
         bundle_tokens: 100,
         trigger: mnemo::model::Trigger::Requested,

@@ -2771,6 +2771,7 @@ fn summary_at_reads_one_version_without_the_session(store: &dyn Store) {
     .unwrap();
     let turns = store.list_turns("ns", "s", 1, u64::MAX, 10).unwrap();
     let ctx = mnemo::summarize::SummaryContext {
+        namespace: String::new(),
         context_limit_tokens: 8000,
         bundle_tokens: 0,
         trigger: Trigger::Requested,

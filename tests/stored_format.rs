@@ -128,6 +128,7 @@ async fn an_old_fold_state_folds_on_like_a_fold_from_scratch() {
     let stored = store.get_summary("acme", "s1", 0).unwrap();
     let turns = store.list_turns("acme", "s1", 1, u64::MAX, 1000).unwrap();
     let ctx = SummaryContext {
+        namespace: String::new(),
         context_limit_tokens: 128_000,
         bundle_tokens: 0,
         trigger: stored.trigger,
@@ -476,6 +477,7 @@ async fn old_format_4_fold_states_fold_on_like_a_fold_from_scratch() {
     let store = SledStore::open(&dir).unwrap();
     let turns = store.list_turns("acme", "s1", 1, u64::MAX, 1000).unwrap();
     let ctx = SummaryContext {
+        namespace: String::new(),
         context_limit_tokens: 128_000,
         bundle_tokens: 0,
         trigger: Trigger::Requested,

@@ -843,6 +843,7 @@ fn evaluate(f: &Fixture) -> FixtureResult {
     let turns = to_turns(f);
     let last_time = turns.last().map_or(0, |t| t.server_time);
     let ctx = SummaryContext {
+        namespace: String::new(),
         context_limit_tokens: 128_000,
         bundle_tokens: turns.iter().map(|t| u64::from(t.token_count)).sum(),
         trigger: Trigger::Requested,

@@ -4,6 +4,7 @@
 //! `Config::resolve` applies them over the file.
 
 pub mod auth;
+pub mod model;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use self::auth::AuthConfig;
+pub use self::model::{ModelConfig, SummarizerKind};
 use crate::error::{Error, Result};
 use crate::model::limits::{
     MAX_METADATA_ENTRIES, MAX_METADATA_KEY_BYTES, MAX_METADATA_VALUE_BYTES, MAX_NAME_BYTES,
@@ -159,6 +161,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// TLS for the gRPC listener (`[tls]`); plaintext when unset.
     pub tls: Option<TlsConfig>,
+    /// The model that writes summaries (`[model]`); off by default.
+    pub model: ModelConfig,
 }
 
 /// TLS settings: PEM files read at start.
@@ -187,6 +191,7 @@ impl Default for Config {
             summaries: SummaryConfig::default(),
             auth: AuthConfig::default(),
             tls: None,
+            model: ModelConfig::default(),
         }
     }
 }
@@ -236,6 +241,17 @@ pub struct Overrides {
     /// added to the file's `[[auth.keys]]`.
     #[arg(long = "auth-key", env = "MNEMO_AUTH_KEYS", value_delimiter = ',', value_parser = auth::parse_key_flag, hide_env_values = true)]
     pub auth_keys: Vec<auth::KeyConfig>,
+    /// Who writes summaries: `rules` (default) or `model` (needs
+    /// --model-url and --model-name; the key from MNEMO_MODEL_API_KEY).
+    #[arg(long, env = "MNEMO_SUMMARIZER", value_enum)]
+    pub summarizer: Option<SummarizerKind>,
+    /// Base URL of an OpenAI-compatible API (`/v1/chat/completions` is
+    /// appended).
+    #[arg(long, env = "MNEMO_MODEL_URL")]
+    pub model_url: Option<String>,
+    /// The model's name on that server.
+    #[arg(long, env = "MNEMO_MODEL_NAME")]
+    pub model_name: Option<String>,
 }
 
 impl Config {
@@ -295,12 +311,25 @@ impl Config {
             c.auth.required = Some(v);
         }
         c.auth.keys.extend(overrides.auth_keys.iter().cloned());
+        if let Some(v) = overrides.summarizer {
+            c.model.summarizer = v;
+        }
+        if let Some(v) = &overrides.model_url {
+            c.model.url = v.clone();
+        }
+        if let Some(v) = &overrides.model_name {
+            c.model.name = v.clone();
+        }
+        c.model.api_key = std::env::var("MNEMO_MODEL_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty());
         c.validate()?;
         Ok(c)
     }
 
     /// Rejects limits that would make the daemon unusable.
     pub fn validate(&self) -> Result<()> {
+        self.model.validate()?;
         if !CACHE_MB_RANGE.contains(&self.cache_mb) {
             return Err(Error::invalid(format!(
                 "cache_mb must be from {} to {} (MiB of sled page cache)",

@@ -115,6 +115,7 @@ pub fn run(
         from = end + 1;
     }
     let ctx = SummaryContext {
+        namespace: ns.to_owned(),
         context_limit_tokens: session.settings.context_limit_tokens,
         bundle_tokens: 0,
         trigger,
@@ -123,22 +124,48 @@ pub fn run(
         high_risk: session.settings.risk_level == RiskLevel::High,
     };
     let folded: Vec<Turn> = new_turns.values().cloned().collect();
-    let out = summarizer.fold(base.as_ref(), &folded, &ctx).map_err(|e| {
+    let state_error = |e: crate::summarize::StateError| {
         Error::DataLoss(format!(
             "summary fold state of session {ns}/{session_id}: {e}"
         ))
-    })?;
+    };
+    let mut out = summarizer
+        .fold(base.as_ref(), &folded, &ctx)
+        .map_err(state_error)?;
+    // The gate: a summary that fails validation is folded once more with
+    // the violations as a hint, then taken from the summarizer's fallback,
+    // when it has them (a model does; the rules do not).
+    let mut refused_attempts: Vec<String> = Vec::new();
+    let (summary, post_tokens, verdict) = loop {
+        let mut summary = out.summary.clone();
+        let markdown = render::markdown(&summary);
+        let post_tokens = tokens::count(session.settings.encoding, &markdown) as u64;
+        // Until bundles exist, what a resuming agent needs is the summary itself.
+        summary.context_health.budget_remaining_tokens =
+            i64::try_from(session.settings.context_limit_tokens).unwrap_or(i64::MAX)
+                - post_tokens as i64;
+        let cited = cited_turns(store, ns, session_id, &summary, new_turns.clone())?;
+        let verdict = validate::validate(&summary, &cited, fold.through_seq);
+        let Err(errors) = &verdict else {
+            break (summary, post_tokens, verdict);
+        };
+        let next = match refused_attempts.len() {
+            0 => summarizer.retry(base.as_ref(), &folded, &ctx, errors),
+            1 => summarizer.fallback(base.as_ref(), &folded, &ctx),
+            _ => None,
+        };
+        let Some(next) = next else {
+            break (summary, post_tokens, verdict);
+        };
+        refused_attempts.push(format!(
+            "attempt {} by {} refused: {}",
+            refused_attempts.len() + 1,
+            out.label.clone().unwrap_or_else(|| summarizer.label()),
+            errors.join("; ")
+        ));
+        out = next.map_err(state_error)?;
+    };
     fold.state = out.state;
-    let mut summary = out.summary;
-    let markdown = render::markdown(&summary);
-    let post_tokens = tokens::count(session.settings.encoding, &markdown) as u64;
-    // Until bundles exist, what a resuming agent needs is the summary itself.
-    summary.context_health.budget_remaining_tokens =
-        i64::try_from(session.settings.context_limit_tokens).unwrap_or(i64::MAX)
-            - post_tokens as i64;
-
-    let cited = cited_turns(store, ns, session_id, &summary, new_turns)?;
-    let verdict = validate::validate(&summary, &cited, fold.through_seq);
     let mut audit = AuditRecord {
         audit_seq: 0,
         kind: AuditKind::SummaryAttempt,
@@ -153,7 +180,7 @@ pub fn run(
         } else {
             fold.through_tokens as f64 / post_tokens as f64
         },
-        summarizer: summarizer.label(),
+        summarizer: out.label.clone().unwrap_or_else(|| summarizer.label()),
         covered_turns_sha256: hex::encode(fold.chain_hash),
         validation_passed: verdict.is_ok(),
         validation_errors: verdict.clone().err().unwrap_or_default(),
@@ -173,6 +200,7 @@ pub fn run(
         (audit.pre_summary_tokens, audit.compression_ratio),
         cfg,
     )?;
+    audit.health_flags.extend(refused_attempts);
     let write = match verdict {
         Ok(()) => {
             audit.summary_version = summary.version;

@@ -49,7 +49,11 @@ pub struct Metrics {
 
 impl Metrics {
     /// Metrics of `runtime`, whose sled files (if any) are in `data_dir`.
-    pub fn new(runtime: &Arc<Runtime>, data_dir: Option<PathBuf>) -> Metrics {
+    pub fn new(
+        runtime: &Arc<Runtime>,
+        data_dir: Option<PathBuf>,
+        model: Option<Arc<crate::llm::ModelStats>>,
+    ) -> Metrics {
         let mut registry = Registry::with_prefix("mnemo");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -69,6 +73,9 @@ impl Metrics {
             runtime: Arc::downgrade(runtime),
             data_dir,
         }));
+        if let Some(stats) = model {
+            registry.register_collector(Box::new(ModelCollector(stats)));
+        }
         Metrics {
             registry,
             requests,
@@ -129,6 +136,51 @@ fn disk_bytes(dir: &Path, depth: u8) -> u64 {
             _ => 0,
         })
         .sum()
+}
+
+/// The model summarizer's counters.
+#[derive(Debug)]
+struct ModelCollector(Arc<crate::llm::ModelStats>);
+
+impl Collector for ModelCollector {
+    fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+        let m = &self.0;
+        for (name, help, v) in [
+            (
+                "model_calls",
+                "calls to the summary model, retries included",
+                &m.calls,
+            ),
+            (
+                "model_failures",
+                "model calls that failed or whose answer was refused",
+                &m.failures,
+            ),
+            (
+                "model_fallbacks",
+                "summaries stored from the rules instead of the model",
+                &m.fallbacks,
+            ),
+            (
+                "model_latency_milliseconds",
+                "wall time of model calls, summed",
+                &m.latency_ms,
+            ),
+            (
+                "model_prompt_tokens",
+                "prompt tokens the model server reported",
+                &m.prompt_tokens,
+            ),
+            (
+                "model_completion_tokens",
+                "completion tokens the model server reported",
+                &m.completion_tokens,
+            ),
+        ] {
+            counter(&mut e, name, help, v.load(Relaxed))?;
+        }
+        Ok(())
+    }
 }
 
 impl Collector for MemoryCollector {

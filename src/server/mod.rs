@@ -21,12 +21,15 @@ use self::auth::{AuthConfig, Keys};
 use self::guard::GuardLayer;
 use self::metrics::{Metrics, RecordLayer};
 use crate::api::MemoryApi;
+use crate::config::SummarizerKind;
 use crate::config::{Config, StoreKind, TlsConfig};
 use crate::error::{Error, Result};
+use crate::llm::{ModelStats, ModelSummarizer};
 use crate::pb;
 use crate::pb::memory_service_server::MemoryServiceServer;
 use crate::runtime::Runtime;
 use crate::store::{MemoryStore, SledStore, Store};
+use crate::summarize::{RuleBased, Summarizer};
 
 /// The search index's directory inside the data directory (derived data:
 /// safe to delete; it is rebuilt from the store at the next start).
@@ -37,6 +40,8 @@ pub struct Daemon {
     config: Config,
     runtime: Arc<Runtime>,
     auth_reloads: Option<mpsc::Receiver<AuthConfig>>,
+    /// The model summarizer's counters, when the model is on.
+    model_stats: Option<Arc<ModelStats>>,
 }
 
 impl Daemon {
@@ -61,17 +66,35 @@ impl Daemon {
             StoreKind::Sled => Some(config.data_dir.join(SEARCH_INDEX_DIR)),
             StoreKind::Memory => None,
         };
-        let runtime = Runtime::start(
+        let (summarizer, model_stats): (Arc<dyn Summarizer>, _) = match config.model.summarizer {
+            SummarizerKind::Rules => (Arc::new(RuleBased), None),
+            SummarizerKind::Model => {
+                let m = ModelSummarizer::new(&config.model, tokio::runtime::Handle::current())
+                    .map_err(Error::invalid)?;
+                tracing::info!(
+                    url = %config.model.url,
+                    model = %config.model.name,
+                    namespaces = ?config.model.namespaces,
+                    redact_pii = config.model.redact_pii,
+                    "summaries are written by a model, validated, with the rules as the fallback"
+                );
+                let stats = m.stats();
+                (Arc::new(m) as Arc<dyn Summarizer>, Some(stats))
+            }
+        };
+        let runtime = Runtime::start_with(
             store,
             config.limits.clone(),
             config.summaries.clone(),
             search_dir,
+            summarizer,
         )
         .await?;
         Ok(Daemon {
             config,
             runtime,
             auth_reloads: None,
+            model_stats,
         })
     }
 
@@ -183,7 +206,11 @@ impl Daemon {
         };
 
         let data_dir = (self.config.store == StoreKind::Sled).then(|| self.config.data_dir.clone());
-        let metrics = Arc::new(Metrics::new(&self.runtime, data_dir));
+        let metrics = Arc::new(Metrics::new(
+            &self.runtime,
+            data_dir,
+            self.model_stats.clone(),
+        ));
         let (metrics_stop, metrics_task) = match self.config.metrics_listen {
             Some(at) => {
                 let listener = TcpListener::bind(at).await.map_err(|e| {

@@ -30,6 +30,8 @@ use crate::model::{FoldRecord, Trigger, Turn, UnixNanos};
 /// What the summarizer needs to know besides the turns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryContext {
+    /// The session's namespace (a summarizer may act per namespace).
+    pub namespace: String,
     /// The session's context window, for `budget_remaining_tokens`.
     pub context_limit_tokens: u64,
     /// Tokens a bundle of the session needs now (the caller's estimate).
@@ -63,6 +65,9 @@ pub struct Folded {
     pub state: Vec<u8>,
     /// The summary of every turn folded so far.
     pub summary: SessionSummary,
+    /// Who wrote it, for the audit log, when not [`Summarizer::label`]
+    /// (e.g. a fallback).
+    pub label: Option<String>,
 }
 
 /// A summarizer: folds new turns into its previous state. Implementations
@@ -88,6 +93,30 @@ pub trait Summarizer: Send + Sync + 'static {
         turns: &[Turn],
         ctx: &SummaryContext,
     ) -> Result<Folded, StateError>;
+
+    /// Folds again after [`Summarizer::fold`]'s summary failed validation
+    /// with `violations` (a model is told what was wrong); `None`: no
+    /// second try.
+    fn retry(
+        &self,
+        _previous: Option<&FoldRecord>,
+        _turns: &[Turn],
+        _ctx: &SummaryContext,
+        _violations: &[String],
+    ) -> Option<Result<Folded, StateError>> {
+        None
+    }
+
+    /// The fold to store when its summaries keep failing validation (a
+    /// model falls back to the rules); `None`: none.
+    fn fallback(
+        &self,
+        _previous: Option<&FoldRecord>,
+        _turns: &[Turn],
+        _ctx: &SummaryContext,
+    ) -> Option<Result<Folded, StateError>> {
+        None
+    }
 
     /// Whether it can continue from `record` (else the pipeline folds the
     /// session from its first turn).

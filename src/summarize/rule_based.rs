@@ -62,6 +62,7 @@ impl Summarizer for RuleBased {
         Ok(Folded {
             summary: state.render(ctx),
             state: encode(&state)?,
+            label: None,
         })
     }
 
@@ -111,6 +112,7 @@ mod tests {
 
     fn ctx() -> SummaryContext {
         SummaryContext {
+            namespace: String::new(),
             context_limit_tokens: 8000,
             bundle_tokens: 0,
             trigger: Trigger::Requested,

@@ -456,6 +456,7 @@ mod tests {
 
     fn ctx() -> SummaryContext {
         SummaryContext {
+            namespace: String::new(),
             context_limit_tokens: 100,
             bundle_tokens: 10,
             trigger: Trigger::Requested,

@@ -37,6 +37,7 @@ fn tool(seq: u64, name: &str, args: &str, result: &str, status: ToolCallStatus, 
 
 fn ctx(high_risk: bool) -> SummaryContext {
     SummaryContext {
+        namespace: String::new(),
         context_limit_tokens: 1000,
         bundle_tokens: 300,
         trigger: Trigger::Requested,

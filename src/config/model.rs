@@ -1,0 +1,115 @@
+//! The `[model]` section: an optional OpenAI-compatible model that writes
+//! summaries (off by default; the daemon never needs the network). The API
+//! key is read from `MNEMO_MODEL_API_KEY` only, never from the file, and
+//! never logged.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Which summarizer folds sessions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SummarizerKind {
+    /// The rule-based summarizer (no model).
+    #[default]
+    Rules,
+    /// A model behind an OpenAI-compatible API, validated, with the rules
+    /// as the fallback.
+    Model,
+}
+
+/// `[model]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    /// `rules` (default) or `model`.
+    pub summarizer: SummarizerKind,
+    /// Base URL of an OpenAI-compatible API; `/v1/chat/completions` is
+    /// appended (vLLM, llama.cpp's server, Ollama, hosted APIs).
+    pub url: String,
+    /// The model's name as the server knows it.
+    pub name: String,
+    /// Time limit of one call.
+    pub timeout_secs: u64,
+    /// Time limit of one fold's calls with their retries (429, 5xx,
+    /// timeouts); past it, the fold falls back to the rules.
+    pub retry_budget_secs: u64,
+    /// Calls in flight at once.
+    pub max_concurrent: usize,
+    /// Most tokens of turns sent in one call; longer folds are chunked.
+    pub max_input_tokens: usize,
+    /// Namespaces the model summarizes; empty = all.
+    pub namespaces: Vec<String>,
+    /// Replace emails, phone numbers, card numbers, IBANs and IP addresses
+    /// (and `redact_patterns`) by placeholders before text leaves.
+    pub redact_pii: bool,
+    /// More regular expressions whose matches are redacted.
+    pub redact_patterns: Vec<String>,
+    /// From `MNEMO_MODEL_API_KEY` only.
+    #[serde(skip)]
+    pub api_key: Option<String>,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            summarizer: SummarizerKind::Rules,
+            url: String::new(),
+            name: String::new(),
+            timeout_secs: 60,
+            retry_budget_secs: 120,
+            max_concurrent: 2,
+            max_input_tokens: 6000,
+            namespaces: Vec::new(),
+            redact_pii: true,
+            redact_patterns: Vec::new(),
+            api_key: None,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// Whether the model summarizes sessions of `namespace`.
+    pub fn covers(&self, namespace: &str) -> bool {
+        self.summarizer == SummarizerKind::Model
+            && (self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace))
+    }
+
+    /// Rejects a model setting that cannot work.
+    pub fn validate(&self) -> Result<()> {
+        if self.summarizer == SummarizerKind::Rules {
+            return Ok(());
+        }
+        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+            return Err(Error::invalid(
+                "model.url (--model-url, MNEMO_MODEL_URL) must be an http:// or https:// base URL when the summarizer is `model`",
+            ));
+        }
+        if self.name.trim().is_empty() {
+            return Err(Error::invalid(
+                "model.name (--model-name, MNEMO_MODEL_NAME) is required when the summarizer is `model`",
+            ));
+        }
+        if self.timeout_secs == 0 || self.retry_budget_secs < self.timeout_secs {
+            return Err(Error::invalid(
+                "model.timeout_secs must be positive and model.retry_budget_secs at least as long",
+            ));
+        }
+        if !(1..=64).contains(&self.max_concurrent)
+            || !(500..=1_000_000).contains(&self.max_input_tokens)
+        {
+            return Err(Error::invalid(
+                "model.max_concurrent must be 1 to 64 and model.max_input_tokens 500 to 1000000",
+            ));
+        }
+        for p in &self.redact_patterns {
+            regex::Regex::new(p).map_err(|e| {
+                Error::invalid(format!(
+                    "model.redact_patterns: {p:?} is not a regular expression: {e}"
+                ))
+            })?;
+        }
+        Ok(())
+    }
+}

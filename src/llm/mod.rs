@@ -1,0 +1,26 @@
+//! Model-backed summaries: an optional summarizer that asks a model behind
+//! an OpenAI-compatible API to write a session's summary items, never
+//! trusted blindly. Personal data is redacted before a call and restored
+//! after; the pipeline's faithfulness validator gates every answer, with
+//! one retry carrying the violations and the rule-based summary as the
+//! fallback; the tool log, errors and citations always come from the
+//! turns. Off by default: the daemon needs no network.
+//!
+//! Imports `summarize` (the trait, the rules, nothing else), `model`,
+//! `config` and `tokens`.
+
+mod client;
+pub mod prompt;
+pub mod redact;
+mod summarizer;
+
+pub use self::client::{CallError, Completion};
+pub use self::summarizer::{ModelStats, ModelSummarizer, FORMAT, NAME};
+
+/// `text` cut to at most `max` characters, with an ellipsis when cut.
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((at, _)) => format!("{}…", &text[..at]),
+    }
+}
