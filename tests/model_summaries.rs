@@ -485,3 +485,79 @@ fn the_model_settings_are_checked_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--model-url"), "{err}");
 }
+
+/// Summary work queued while the model hangs is not lost across a restart:
+/// the next daemon folds it with the model once it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_model_work_resumes_after_a_restart() {
+    let hung = Script::default();
+    hung.answers
+        .lock()
+        .unwrap()
+        .extend((0..20).map(|_| Answer::Hang(Duration::from_secs(60))));
+    let hung_url = scripted(&hung).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let model = |url: &str| ModelConfig {
+        summarizer: SummarizerKind::Model,
+        url: url.to_owned(),
+        name: "scripted".into(),
+        timeout_secs: 30,
+        retry_budget_secs: 60,
+        ..ModelConfig::default()
+    };
+    let mut config = config_for(&data);
+    config.model = model(&hung_url);
+    let first = TestServer::start_with(config).await;
+    let mut c = first.client().await;
+    create_session(&mut c, "ns", "s").await;
+    let mut turns = chat();
+    turns.extend((0..8).map(|i| user_turn(&format!("note {i} about ORD-7731"))));
+    // Ten turns: the background worker starts a summary, which hangs.
+    c.append_turns(append_req("ns", "s", turns)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hung.bodies.lock().unwrap().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the worker never called the model"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.stop().await;
+
+    let ok = Script::default();
+    ok.answers
+        .lock()
+        .unwrap()
+        .extend((0..3).map(|_| Answer::Items(good())));
+    let ok_url = scripted(&ok).await;
+    let mut config = config_for(&data);
+    config.model = model(&ok_url);
+    let second = TestServer::start_with(config).await;
+    let mut c = second.client().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let summary = loop {
+        let r = c
+            .get_summary(pb::GetSummaryRequest {
+                namespace: "ns".into(),
+                session_id: "s".into(),
+                ..Default::default()
+            })
+            .await;
+        if let Ok(r) = r {
+            break r.into_inner().summary.unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the queued summary was never written"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(summary.covers_through_seq, 10);
+    assert_eq!(
+        latest_audit(&mut c, "ns").await.summarizer,
+        "model:scripted"
+    );
+    second.stop().await;
+    drop(tmp);
+}

@@ -285,7 +285,10 @@ fn turn_line(t: &Turn, redactor: Option<&Redactor>, names: &mut Placeholders) ->
         }
         text.push(']');
     }
-    let seconds = t.client_time.unwrap_or(t.server_time).div_euclid(1_000_000_000);
+    let seconds = t
+        .client_time
+        .unwrap_or(t.server_time)
+        .div_euclid(1_000_000_000);
     let (y, m, d) = crate::model::calendar::civil_from_days(seconds.div_euclid(86_400));
     let date = format!("{y:04}-{m:02}-{d:02}");
     let line = format!("[#{}] ({date}) {:?} {}: {text}", t.seq, t.role, t.speaker);

@@ -61,12 +61,15 @@ pub struct ModelSummarizer {
     redactor: Option<Redactor>,
     runtime: tokio::runtime::Handle,
     stats: Arc<ModelStats>,
+    /// Cancelled at shutdown: calls in flight are given up.
+    stop: tokio_util::sync::CancellationToken,
 }
 
 /// What one model fold produced, or why not.
 enum Outcome {
     Items(ModelItems),
     Failed(String),
+    Interrupted,
 }
 
 impl ModelSummarizer {
@@ -97,6 +100,7 @@ impl ModelSummarizer {
             redactor,
             runtime,
             stats: Arc::new(ModelStats::default()),
+            stop: tokio_util::sync::CancellationToken::new(),
         })
     }
 
@@ -198,12 +202,17 @@ impl ModelSummarizer {
                 },
             ];
             self.stats.calls.fetch_add(1, Relaxed);
-            let answer = self
-                .runtime
-                .block_on(self.client.complete(&messages, &prompt::schema()));
+            let schema = prompt::schema();
+            let answer = self.runtime.block_on(async {
+                tokio::select! {
+                    a = self.client.complete(&messages, &schema) => Some(a),
+                    () = self.stop.cancelled() => None,
+                }
+            });
             let c = match answer {
-                Ok(c) => c,
-                Err(e) => {
+                None => return Outcome::Interrupted,
+                Some(Ok(c)) => c,
+                Some(Err(e)) => {
                     self.stats.failures.fetch_add(1, Relaxed);
                     return Outcome::Failed(e.to_string());
                 }
@@ -264,6 +273,9 @@ impl ModelSummarizer {
         for chunk in self.chunks(turns) {
             match self.call(&so_far, chunk, violations) {
                 Outcome::Items(i) => so_far = i,
+                Outcome::Interrupted => {
+                    return Err(StateError::interrupted("the daemon is shutting down"))
+                }
                 Outcome::Failed(why) => {
                     self.stats.fallbacks.fetch_add(1, Relaxed);
                     tracing::warn!(namespace = %ctx.namespace, reason = %why, "model summary failed; the rules' summary is stored");
@@ -309,6 +321,10 @@ fn json_of(text: &str) -> &str {
 }
 
 impl Summarizer for ModelSummarizer {
+    fn interrupt(&self) {
+        self.stop.cancel();
+    }
+
     fn name(&self) -> &str {
         NAME
     }
@@ -327,6 +343,9 @@ impl Summarizer for ModelSummarizer {
         turns: &[Turn],
         ctx: &SummaryContext,
     ) -> Result<Folded, StateError> {
+        if self.stop.is_cancelled() && self.uses_model(ctx) {
+            return Err(StateError::interrupted("the daemon is shutting down"));
+        }
         if !self.uses_model(ctx) {
             let (rules_prev, _) = Self::decode(previous)?;
             return self.rules_only(rules_prev.as_ref(), turns, ctx, self.rules.label());

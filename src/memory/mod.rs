@@ -109,7 +109,13 @@ impl Memory {
         }
     }
 
+    /// Tells the summarizer to stop waiting on outside services (at shutdown).
     /// The store (the runtime's indexer reads the outbox through it).
+    pub fn interrupt_summaries(&self) {
+        self.summarizer.interrupt();
+    }
+
+    /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }

@@ -125,6 +125,11 @@ pub fn run(
     };
     let folded: Vec<Turn> = new_turns.values().cloned().collect();
     let state_error = |e: crate::summarize::StateError| {
+        if e.is_interrupted() {
+            return Error::Unavailable(format!(
+                "summary of session {ns}/{session_id} {e}; it is folded at the next start"
+            ));
+        }
         Error::DataLoss(format!(
             "summary fold state of session {ns}/{session_id}: {e}"
         ))

@@ -248,6 +248,9 @@ impl Runtime {
             s.abort();
             let _ = s.await;
         }
+        // A model summary in progress is given up (its work stays due and
+        // is folded at the next start) rather than waited for.
+        self.memory.interrupt_summaries();
         self.summaries.shutdown().await;
         self.memory.flush().await?;
         self.bus.clear();

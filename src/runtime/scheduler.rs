@@ -282,6 +282,12 @@ impl Worker {
         let (ns, id) = (&claim.namespace, &claim.session_id);
         let trigger = claim.trigger.unwrap_or(Trigger::EveryNTurns);
         let result = self.memory.summarize_session(ns, id, trigger, false).await;
+        if let Err(Error::Unavailable(why)) = &result {
+            // Interrupted at shutdown: the start-up rescan finds it due again.
+            tracing::info!(namespace = %ns, session_id = %id, reason = %why, "summary left for the next start");
+            let _ = self.store.complete_claim(&claim);
+            return;
+        }
         self.count(ns, id, &result);
         if let Err(e) = self.store.complete_claim(&claim) {
             tracing::warn!(namespace = %ns, session_id = %id, error = %e, "summary claim lost");

@@ -51,6 +51,21 @@ pub struct SummaryContext {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateError(pub String);
 
+const INTERRUPTED: &str = "interrupted: ";
+
+impl StateError {
+    /// A fold given up because the summarizer was interrupted (not a
+    /// damaged state: the work stays due).
+    pub fn interrupted(why: &str) -> StateError {
+        StateError(format!("{INTERRUPTED}{why}"))
+    }
+
+    /// Whether this is [`StateError::interrupted`].
+    pub fn is_interrupted(&self) -> bool {
+        self.0.starts_with(INTERRUPTED)
+    }
+}
+
 impl std::fmt::Display for StateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -117,6 +132,11 @@ pub trait Summarizer: Send + Sync + 'static {
     ) -> Option<Result<Folded, StateError>> {
         None
     }
+
+    /// Stop waiting on anything outside the process: folds in progress
+    /// and later ones return [`StateError::interrupted`], leaving their
+    /// work due (the daemon calls this when it shuts down).
+    fn interrupt(&self) {}
 
     /// Whether it can continue from `record` (else the pipeline folds the
     /// session from its first turn).
