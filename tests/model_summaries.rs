@@ -212,6 +212,14 @@ async fn a_valid_answer_is_stored_with_the_tool_log_from_the_turns() {
     let audit = latest_audit(&mut c, "ns").await;
     assert_eq!(audit.summarizer, "model:scripted");
     assert!(audit.validation_passed);
+    // The call's figures as the server reported them.
+    assert!(
+        audit.health_flags.iter().any(|f| f
+            .starts_with("model call: prompt_tokens=321 completion_tokens=54 latency_ms=")
+            && f.ends_with("retries=0 attempts=1")),
+        "{:?}",
+        audit.health_flags
+    );
     // The schema went with the request; no personal data did.
     let bodies = script.bodies.lock().unwrap().clone();
     assert_eq!(bodies.len(), 1);

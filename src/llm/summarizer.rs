@@ -67,7 +67,7 @@ pub struct ModelSummarizer {
 
 /// What one model fold produced, or why not.
 enum Outcome {
-    Items(ModelItems),
+    Items(ModelItems, String),
     Failed(String),
     Interrupted,
 }
@@ -154,6 +154,7 @@ impl ModelSummarizer {
             state: Self::encode(out.state, None)?,
             summary: out.summary,
             label: Some(label),
+            notes: Vec::new(),
         })
     }
 
@@ -239,7 +240,19 @@ impl ModelSummarizer {
                 })
             });
             match parsed {
-                Ok(items) => return Outcome::Items(items),
+                Ok(items) => {
+                    return Outcome::Items(
+                        items,
+                        format!(
+                            "model call: prompt_tokens={} completion_tokens={} latency_ms={} retries={} attempts={}",
+                            c.prompt_tokens,
+                            c.completion_tokens,
+                            c.latency.as_millis(),
+                            c.retries,
+                            attempt + 1
+                        ),
+                    )
+                }
                 Err(why) => {
                     self.stats.failures.fetch_add(1, Relaxed);
                     tracing::warn!(attempt, reason = %why, "model answer refused");
@@ -270,9 +283,13 @@ impl ModelSummarizer {
                 None => ModelItems::default(),
             },
         };
+        let mut notes = Vec::new();
         for chunk in self.chunks(turns) {
             match self.call(&so_far, chunk, violations) {
-                Outcome::Items(i) => so_far = i,
+                Outcome::Items(i, note) => {
+                    so_far = i;
+                    notes.push(note);
+                }
                 Outcome::Interrupted => {
                     return Err(StateError::interrupted("the daemon is shutting down"))
                 }
@@ -287,6 +304,7 @@ impl ModelSummarizer {
                             self.rules.label(),
                             self.client.model()
                         )),
+                        notes,
                     });
                 }
             }
@@ -307,6 +325,7 @@ impl ModelSummarizer {
             state: Self::encode(rules_out.state, Some(&so_far))?,
             summary,
             label: Some(format!("model:{}", self.client.model())),
+            notes,
         })
     }
 }

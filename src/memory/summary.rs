@@ -206,6 +206,7 @@ pub fn run(
         cfg,
     )?;
     audit.health_flags.extend(refused_attempts);
+    audit.health_flags.extend(out.notes.iter().cloned());
     let write = match verdict {
         Ok(()) => {
             audit.summary_version = summary.version;

@@ -83,6 +83,9 @@ pub struct Folded {
     /// Who wrote it, for the audit log, when not [`Summarizer::label`]
     /// (e.g. a fallback).
     pub label: Option<String>,
+    /// Facts about how it was written, for the audit log's health flags
+    /// (e.g. a model call's tokens, latency and retries).
+    pub notes: Vec<String>,
 }
 
 /// A summarizer: folds new turns into its previous state. Implementations

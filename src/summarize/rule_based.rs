@@ -63,6 +63,7 @@ impl Summarizer for RuleBased {
             summary: state.render(ctx),
             state: encode(&state)?,
             label: None,
+            notes: Vec::new(),
         })
     }
 
