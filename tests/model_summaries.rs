@@ -115,13 +115,16 @@ async fn daemon(
 
 const EMAIL: &str = "jane.doe@example.com";
 const PHONE: &str = "+1 415-555-0132";
+const CARD: &str = "4111 1111 1111 1111";
 
 fn chat() -> Vec<pb::NewTurn> {
     vec![
         turn(
             pb::Role::User,
             "cust-1",
-            &format!("I was charged twice for order ORD-7731. Reach me at {EMAIL} or {PHONE}."),
+            &format!(
+                "I was charged twice for order ORD-7731 on my card {CARD}. Reach me at {EMAIL} or {PHONE}."
+            ),
         ),
         turn(
             pb::Role::Assistant,

@@ -199,6 +199,37 @@ fn limit(value: Option<u32>, default: u32, max: u32, name: &str) -> Result<u32, 
     }
 }
 
+impl Tools {
+    /// The bundle of `session_id` in the configured namespace.
+    async fn bundle(
+        &self,
+        session_id: String,
+        budget_tokens: u32,
+        query: String,
+        skip_recall: bool,
+    ) -> Result<pb::ContextBundle, String> {
+        self.client()
+            .get_context_bundle(pb::GetContextBundleRequest {
+                namespace: self.namespace().to_owned(),
+                session_id,
+                budget_tokens,
+                query,
+                skip_recall,
+                ..Default::default()
+            })
+            .await
+            .map_err(failure)?
+            .into_inner()
+            .bundle
+            .ok_or_else(|| "the daemon sent no bundle".to_owned())
+    }
+
+    /// `lines` within this server's token bound.
+    fn bounded(&self, lines: &[String], more: &str) -> ToolResult {
+        Ok(bounded(lines, self.max_tokens() as usize, more))
+    }
+}
+
 #[tool_router(vis = "pub(super)")]
 impl Tools {
     #[tool(
@@ -212,20 +243,7 @@ impl Tools {
                 self.max_tokens()
             ));
         }
-        let b = self
-            .client()
-            .get_context_bundle(pb::GetContextBundleRequest {
-                namespace: self.namespace().to_owned(),
-                session_id: p.session_id,
-                budget_tokens: budget,
-                query: p.query,
-                ..Default::default()
-            })
-            .await
-            .map_err(failure)?
-            .into_inner()
-            .bundle
-            .ok_or("the daemon sent no bundle")?;
+        let b = self.bundle(p.session_id, budget, p.query, false).await?;
         Ok(b.rendered_text)
     }
 
@@ -333,11 +351,7 @@ impl Tools {
                 )
             })
             .collect();
-        Ok(bounded(
-            &lines,
-            self.max_tokens() as usize,
-            "ask for fewer hits",
-        ))
+        self.bounded(&lines, "ask for fewer hits")
     }
 
     #[tool(
@@ -395,11 +409,7 @@ impl Tools {
         if !r.next_page_token.is_empty() {
             lines.push("[more facts exist: filter by key or tag]".to_owned());
         }
-        Ok(bounded(
-            &lines,
-            self.max_tokens() as usize,
-            "filter by key or tag",
-        ))
+        self.bounded(&lines, "filter by key or tag")
     }
 
     #[tool(
@@ -410,19 +420,8 @@ impl Tools {
         Parameters(p): Parameters<ListPendingActions>,
     ) -> ToolResult {
         let b = self
-            .client()
-            .get_context_bundle(pb::GetContextBundleRequest {
-                namespace: self.namespace().to_owned(),
-                session_id: p.session_id.clone(),
-                budget_tokens: self.max_tokens(),
-                skip_recall: true,
-                ..Default::default()
-            })
-            .await
-            .map_err(failure)?
-            .into_inner()
-            .bundle
-            .ok_or("the daemon sent no bundle")?;
+            .bundle(p.session_id.clone(), self.max_tokens(), String::new(), true)
+            .await?;
         let mut lines: Vec<String> = b
             .pending_actions
             .iter()
@@ -442,11 +441,7 @@ impl Tools {
                 p.session_id
             ));
         }
-        Ok(bounded(
-            &lines,
-            self.max_tokens() as usize,
-            "mark finished ones done",
-        ))
+        self.bounded(&lines, "mark finished ones done")
     }
 
     #[tool(
@@ -549,11 +544,7 @@ impl Tools {
         if !r.next_page_token.is_empty() {
             lines.push(format!("next page_token: {}", r.next_page_token));
         }
-        Ok(bounded(
-            &lines,
-            self.max_tokens() as usize,
-            "ask for a smaller limit",
-        ))
+        self.bounded(&lines, "ask for a smaller limit")
     }
 }
 

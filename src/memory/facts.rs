@@ -209,6 +209,15 @@ pub fn extract(
         .map(|a| normalized(&a.action))
         .collect();
     for f in &summary.key_facts {
+        // What the subject (a user turn, or the subject speaking) states;
+        // an agent's working remarks ("I see two charges") are not facts
+        // about the subject.
+        let cited_user = turns
+            .iter()
+            .any(|t| t.turn.role == Role::User && f.evidence_seqs.contains(&t.turn.seq));
+        if !(cited_user || f.stated_by == subject_id) {
+            continue;
+        }
         let words = normalized(&f.fact);
         let is_action = actions
             .iter()

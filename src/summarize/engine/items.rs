@@ -97,8 +97,15 @@ impl FoldState {
             OwnerCue::Addressee => self
                 .addressee(speaker)
                 .unwrap_or_else(|| UNASSIGNED.to_string()),
-            OwnerCue::Named(name) => name,
-            OwnerCue::Unassigned => UNASSIGNED.to_string(),
+            // A participant, or what reads as a person's name; never an
+            // interjection or a capitalized first word ("Hmm", "Your EHR").
+            OwnerCue::Named(name)
+                if self.participants.iter().any(|p| p.speaker == name)
+                    || rules::is_person_name(&name) =>
+            {
+                name
+            }
+            OwnerCue::Named(_) | OwnerCue::Unassigned => UNASSIGNED.to_string(),
         }
     }
 

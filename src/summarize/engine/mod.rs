@@ -333,7 +333,7 @@ impl FoldState {
             };
             if c.cues.reversal && !self.decisions.is_empty() {
                 self.fold_reversal(seq, speaker, decided, &c.content, next);
-            } else {
+            } else if !rules::is_noise(decided) {
                 self.add_decision(seq, speaker, decided, next, true);
             }
         }
@@ -349,7 +349,7 @@ impl FoldState {
         // number); only a date the turn as a whole states is kept, which
         // is what the validator checks.
         let mut in_turn: Option<Vec<String>> = None;
-        for c in sentences {
+        for (ci, c) in sentences.iter().enumerate() {
             if c.cues.decision || !c.cues.maybe_action {
                 continue;
             }
@@ -357,6 +357,18 @@ impl FoldState {
             for clause in rules::clauses(c.text) {
                 let Some(cue) = rules::action_cue(clause, &participants) else {
                     continue;
+                };
+                // "Off-by-one in the loop. I'll fix it.": a short commitment
+                // to "it" takes the sentence before it along; alone, or
+                // with nothing substantive before it, it is noise.
+                let item_text = if rules::is_noise(clause) {
+                    let before = ci.checked_sub(1).map(|p| &sentences[p]);
+                    match before.filter(|p| refers_back(clause) && !rules::is_noise(p.text)) {
+                        Some(p) => span(text, p.text, clause),
+                        None => continue,
+                    }
+                } else {
+                    clause
                 };
                 let owner = self.owner_name(cue.owner, speaker);
                 let stated = in_turn.get_or_insert_with(|| rules::deadlines(text, time));
@@ -373,7 +385,7 @@ impl FoldState {
                 // An agent's commitment right after a tool failed is most
                 // likely the retry: that tool's next success completes it.
                 let retry_of = self.last_failed_tool.clone().filter(|_| owner == speaker);
-                let action = rules::clip(rules::trim_filler(clause), rules::MAX_ITEM_CHARS);
+                let action = rules::clip(rules::trim_filler(item_text), rules::MAX_ITEM_CHARS);
                 self.add_action(
                     PendingAction {
                         action,
@@ -391,12 +403,23 @@ impl FoldState {
         }
 
         for c in sentences {
-            if c.cues.open_question {
+            if c.cues.open_question && !rules::is_noise_question(c.text) {
                 let question = rules::clip(rules::trim_filler(c.text), rules::MAX_ITEM_CHARS);
                 self.add_question(seq, speaker, question);
             }
         }
     }
+}
+
+/// Whether a short sentence points back at what was just said ("I'll fix
+/// it", "will do that").
+fn refers_back(sentence: &str) -> bool {
+    sentence.split(|c: char| !c.is_alphanumeric()).any(|w| {
+        matches!(
+            w.to_lowercase().as_str(),
+            "it" | "that" | "this" | "them" | "those"
+        )
+    })
 }
 
 /// Whether a sentence carries on the decision before it: a plain statement

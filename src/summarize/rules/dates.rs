@@ -82,6 +82,50 @@ pub(crate) fn add_business_days(mut z: i64, n: i64) -> i64 {
 /// "in/within N days|weeks|business days", "end of (the) week" (the coming
 /// Friday), "end of next week", "end of (the) month".
 pub fn deadlines(text: &str, at: UnixNanos) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (_, z) in dated(text, at) {
+        let s = format_day(z);
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Words that, right before a date, make it the deadline of the turn
+/// ("refund it today and confirm by Friday": Friday).
+const DEADLINE_CUES: [&[&str]; 9] = [
+    &["by"],
+    &["by", "the"],
+    &["before"],
+    &["before", "the"],
+    &["until"],
+    &["till"],
+    &["due"],
+    &["later", "than"],
+    &["deadline", "is"],
+];
+
+/// The deadline of `text`: the first date a deadline word introduces
+/// ("by", "before", "until", "due", "no later than"), else the first date.
+pub fn deadline(text: &str, at: UnixNanos) -> Option<String> {
+    let found = dated(text, at);
+    let cued = found.iter().find(|&&(pos, _)| {
+        let before: Vec<String> = text[..pos]
+            .split_whitespace()
+            .rev()
+            .take(2)
+            .map(|w| w.to_lowercase())
+            .collect();
+        DEADLINE_CUES.iter().any(|cue| {
+            cue.len() <= before.len() && cue.iter().rev().zip(&before).all(|(c, w)| c == w)
+        })
+    });
+    cued.or(found.first()).map(|&(_, z)| format_day(z))
+}
+
+/// Every date `text` states, with its byte position, in text order.
+fn dated(text: &str, at: UnixNanos) -> Vec<(usize, i64)> {
     let today = day_of(at);
     let (year, _, _) = civil_from_days(today);
     let mut found: Vec<(usize, i64)> = Vec::new();
@@ -207,14 +251,7 @@ pub fn deadlines(text: &str, at: UnixNanos) -> Vec<String> {
         }
     }
     found.sort_by_key(|&(pos, _)| pos);
-    let mut out: Vec<String> = Vec::new();
-    for (_, z) in found {
-        let s = format_day(z);
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    out
+    found
 }
 
 pub(crate) fn month_day(
@@ -247,9 +284,4 @@ pub(crate) fn raw_token_spans(text: &str) -> Vec<(usize, &str)> {
             (t.as_ptr() as usize - text.as_ptr() as usize, t)
         })
         .collect()
-}
-
-/// The first deadline in `text` (see [`deadlines`]).
-pub fn deadline(text: &str, at: UnixNanos) -> Option<String> {
-    deadlines(text, at).into_iter().next()
 }

@@ -244,6 +244,16 @@ fn deadlines_resolve_against_turn_time() {
     assert_eq!(d("by tomorrow"), Some("2026-03-18".into()));
     assert_eq!(d("the day after tomorrow"), Some("2026-03-19".into()));
     assert_eq!(d("by Friday"), Some("2026-03-20".into()));
+    // The date a deadline word introduces wins over an earlier one.
+    assert_eq!(
+        d("I'll refund the duplicate today and email you a confirmation by Friday."),
+        Some("2026-03-20".into())
+    );
+    assert_eq!(
+        d("today, or before the end of the month"),
+        Some("2026-03-31".into())
+    );
+    assert_eq!(d("I'll call today"), Some("2026-03-17".into()));
     assert_eq!(d("on Tuesday"), Some("2026-03-24".into()));
     assert_eq!(d("this Tuesday"), Some("2026-03-17".into()));
     assert_eq!(d("next Monday"), Some("2026-03-23".into()));

@@ -7,3 +7,15 @@
 
 Each module imports its framework only when it is imported itself.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..client import MnemoClient
+
+
+def connect(client: MnemoClient | None, address: str, **tls_and_key: Any) -> MnemoClient:
+    """`client` when given, else a new client for `address` (``api_key``, ``tls``,
+    ``root_certificates``, ``client_cert``, ``client_key`` as for ``MnemoClient``)."""
+    return client or MnemoClient(address, **tls_and_key)

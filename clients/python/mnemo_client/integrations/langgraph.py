@@ -48,6 +48,7 @@ from langgraph.store.base import (
 )
 
 from ..client import MnemoClient
+from . import connect
 from ..errors import NotFound
 from ..models import Fact
 
@@ -142,7 +143,8 @@ class MnemoStore(BaseStore):
         client: MnemoClient | None = None,
     ) -> None:
         self.namespace = namespace
-        self._client = client or MnemoClient(
+        self._client = connect(
+            client,
             address,
             api_key=api_key,
             tls=tls,

@@ -35,6 +35,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..client import MnemoClient
+from . import connect
 from ..errors import AlreadyExists, NotFound
 from ..models import Turn
 
@@ -81,7 +82,8 @@ class MnemoSession:
         self.session_id = session_id
         self.namespace = namespace
         self.subject_id = subject_id
-        self._client = client or MnemoClient(
+        self._client = connect(
+            client,
             address,
             api_key=api_key,
             tls=tls,

@@ -1,0 +1,278 @@
+//! How the rule-based summarizer reads real meetings: each meeting of the
+//! set (default the committed ELITR dev meetings,
+//! `tests/fixtures/meetings_elitr/dev.json`; `MNEMO_MEETING_SET` for
+//! others, comma separated) is summarized from scratch, and its decisions
+//! and pending actions are scored against the gold items of the human
+//! minutes:
+//!
+//! - recall: gold items whose content words are at least half covered by
+//!   one decision or action (content-word overlap ≥ 0.5);
+//! - items produced, and per 1,000 words of transcript;
+//! - junk: items that are greetings, thanks, backchannels, fillers,
+//!   marker-only, or have fewer than three content words;
+//! - owners that are not participants (neither a speaker of the meeting nor
+//!   a person named in the item's cited turns), "unassigned" aside;
+//! - fold time.
+//!
+//! Baseline in the same run: "every commitment sentence", each sentence of
+//! the transcript with "will", "should", "let's", "to do" or "need to",
+//! scored the same way. The minutes are not complete lists, so precision
+//! is indicative only. Run: `cargo bench --bench summary_quality`.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use mnemo::model::{Role, SessionSummary, Trigger, Turn};
+use mnemo::summarize::{summarize, SummaryContext};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Set {
+    meetings: Vec<Meeting>,
+}
+
+#[derive(Deserialize)]
+struct Meeting {
+    id: String,
+    participants: Vec<String>,
+    turns: Vec<RawTurn>,
+    gold: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct RawTurn {
+    speaker: String,
+    content: String,
+}
+
+const STOP: &[&str] = &[
+    "the", "a", "an", "and", "or", "but", "of", "to", "in", "on", "for", "with", "at", "by",
+    "from", "as", "is", "are", "was", "were", "be", "been", "it", "its", "this", "that", "these",
+    "those", "we", "you", "i", "he", "she", "they", "them", "our", "your", "my", "me", "us",
+    "will", "would", "should", "can", "could", "do", "does", "did", "so", "if", "not", "no", "yes",
+    "yeah", "ok", "okay", "um", "uh", "hmm", "just", "also", "then", "there", "here", "what",
+    "which", "who", "how", "all", "some", "any", "have", "has", "had", "there's", "it's", "i'll",
+    "we'll", "let's", "don't", "about", "into", "out", "up",
+];
+
+fn content_words(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .map(|w| w.trim_matches('\'').to_lowercase())
+        .filter(|w| w.len() > 1 && !STOP.contains(&w.as_str()))
+        .collect()
+}
+
+fn covered(gold: &str, items: &[String]) -> bool {
+    let g = content_words(gold);
+    !g.is_empty()
+        && items.iter().any(|i| {
+            let w = content_words(i);
+            g.intersection(&w).count() as f64 / g.len() as f64 >= 0.5
+        })
+}
+
+const SOCIAL: &[&str] = &[
+    "hello", "hi", "hey", "welcome", "thanks", "thank", "bye", "goodbye", "sorry", "cheers",
+    "morning",
+];
+
+fn is_junk(text: &str) -> bool {
+    let stripped: String = text
+        .split('<')
+        .enumerate()
+        .map(|(i, p)| {
+            if i == 0 {
+                p
+            } else {
+                p.split_once('>').map_or("", |(_, r)| r)
+            }
+        })
+        .collect();
+    let words = content_words(&stripped);
+    words.len() < 3 || words.iter().all(|w| SOCIAL.contains(&w.as_str()))
+}
+
+fn turns_of(m: &Meeting) -> Vec<Turn> {
+    m.turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Turn {
+            seq: i as u64 + 1,
+            role: Role::User,
+            speaker: t.speaker.clone(),
+            content: t.content.clone(),
+            client_time: None,
+            server_time: 1_700_000_000_000_000_000 + i as i64 * 10_000_000_000,
+            tool_call: None,
+            metadata: Default::default(),
+            token_count: (t.content.len() / 4) as u32,
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Score {
+    gold: usize,
+    found: usize,
+    items: usize,
+    junk: usize,
+    bad_owners: usize,
+    words: usize,
+    millis: f64,
+}
+
+fn main() {
+    let paths = std::env::var("MNEMO_MEETING_SET").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/meetings_elitr/dev.json"
+        )
+        .to_owned()
+    });
+    let (mut ours, mut base) = (Score::default(), Score::default());
+    println!("| meeting | turns | gold | mnemo recall | mnemo items | junk | non-participant owners | baseline recall | baseline items | fold ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for path in paths.split(',') {
+        let set: Set = serde_json::from_str(&std::fs::read_to_string(path).expect("meeting set"))
+            .expect("set json");
+        for m in &set.meetings {
+            let turns = turns_of(m);
+            let ctx = SummaryContext {
+                namespace: String::new(),
+                context_limit_tokens: 128_000,
+                bundle_tokens: 0,
+                trigger: Trigger::Close,
+                version: 1,
+                now: 1_700_000_000_000_000_000,
+                high_risk: false,
+            };
+            let started = Instant::now();
+            let s: SessionSummary = summarize(&turns, &ctx);
+            let millis = started.elapsed().as_secs_f64() * 1e3;
+            let items: Vec<String> = s
+                .decisions
+                .iter()
+                .map(|d| d.decision.clone())
+                .chain(s.pending_actions.iter().map(|a| a.action.clone()))
+                .collect();
+            let participants: BTreeSet<String> = m.participants.iter().cloned().collect();
+            let bad_owners = s
+                .pending_actions
+                .iter()
+                .filter(|a| {
+                    let o = a.owner.trim_matches(|c| c == '[' || c == ']');
+                    a.owner != "unassigned"
+                        && !participants.contains(o)
+                        && !a.evidence_seqs.iter().any(|&q| {
+                            turns
+                                .get(q as usize - 1)
+                                .is_some_and(|t| t.content.contains(&a.owner))
+                        })
+                })
+                .count();
+            let baseline: Vec<String> = m
+                .turns
+                .iter()
+                .flat_map(|t| {
+                    t.content
+                        .split(['.', '?', '!'])
+                        .map(str::trim)
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                })
+                .filter(|s| {
+                    let l = format!(" {} ", s.to_lowercase());
+                    [" will ", " should ", " let's ", " to do ", " need to "]
+                        .iter()
+                        .any(|c| l.contains(c))
+                })
+                .collect();
+            if std::env::var_os("MNEMO_BENCH_SHOW_ITEMS").is_some() {
+                for d in &s.decisions {
+                    println!(
+                        "  decision{} {:?} {:?}",
+                        if is_junk(&d.decision) { " [junk]" } else { "" },
+                        d.decision,
+                        d.evidence_seqs
+                    );
+                }
+                for a in &s.pending_actions {
+                    println!(
+                        "  action{} {:?} owner {:?} {:?}",
+                        if is_junk(&a.action) { " [junk]" } else { "" },
+                        a.action,
+                        a.owner,
+                        a.evidence_seqs
+                    );
+                }
+                for g in &m.gold {
+                    println!(
+                        "  gold{} {g:?}",
+                        if covered(g, &items) { " [found]" } else { "" }
+                    );
+                }
+            }
+            let found = m.gold.iter().filter(|g| covered(g, &items)).count();
+            let base_found = m.gold.iter().filter(|g| covered(g, &baseline)).count();
+            let words: usize = m
+                .turns
+                .iter()
+                .map(|t| t.content.split_whitespace().count())
+                .sum();
+            let junk = items.iter().filter(|i| is_junk(i)).count();
+            println!(
+                "| {} | {} | {} | {}/{} | {} | {} | {} | {}/{} | {} | {:.1} |",
+                m.id,
+                turns.len(),
+                m.gold.len(),
+                found,
+                m.gold.len(),
+                items.len(),
+                junk,
+                bad_owners,
+                base_found,
+                m.gold.len(),
+                baseline.len(),
+                millis
+            );
+            for (acc, f, n, j, b) in [
+                (&mut ours, found, items.len(), junk, bad_owners),
+                (
+                    &mut base,
+                    base_found,
+                    baseline.len(),
+                    baseline.iter().filter(|i| is_junk(i)).count(),
+                    0,
+                ),
+            ] {
+                acc.gold += m.gold.len();
+                acc.found += f;
+                acc.items += n;
+                acc.junk += j;
+                acc.bad_owners += b;
+                acc.words += words;
+                acc.millis += millis;
+            }
+        }
+    }
+    let per_k = |s: &Score| s.items as f64 * 1000.0 / s.words.max(1) as f64;
+    println!();
+    println!("| all meetings | recall | items | items per 1,000 words | junk rate | non-participant owners |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, s) in [
+        ("mnemo (rules)", &ours),
+        ("baseline: every commitment sentence", &base),
+    ] {
+        println!(
+            "| {name} | {:.2} ({}/{}) | {} | {:.1} | {:.2} | {} |",
+            s.found as f64 / s.gold.max(1) as f64,
+            s.found,
+            s.gold,
+            s.items,
+            per_k(s),
+            s.junk as f64 / s.items.max(1) as f64,
+            s.bad_owners
+        );
+    }
+    println!("\nfold time, all meetings: {:.1} ms", ours.millis);
+}

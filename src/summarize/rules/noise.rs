@@ -1,0 +1,366 @@
+//! Noise: sentences that must never become summary items however they are
+//! phrased — greetings, thanks and goodbyes, backchannels ("yeah", "hmm,
+//! true", "exactly, exactly"), fillers, talk about the meeting itself
+//! ("let's get started", "can you hear me", "let's move to …"), text that
+//! is mostly transcription markers (`<laugh/>`, `{vocalsound}`), and
+//! anything left with fewer than two content words once those are gone.
+
+use super::text::{content_words, is_stopword, stem, Norm};
+
+/// Words that carry no content in speech: backchannels, interjections,
+/// fillers and social words.
+const EMPTY_WORDS: &[&str] = &[
+    "yeah",
+    "yes",
+    "yep",
+    "yup",
+    "no",
+    "nope",
+    "okay",
+    "ok",
+    "right",
+    "sure",
+    "true",
+    "exactly",
+    "hmm",
+    "mm",
+    "mhm",
+    "uh",
+    "um",
+    "uhm",
+    "ehm",
+    "erm",
+    "ah",
+    "oh",
+    "wow",
+    "well",
+    "like",
+    "alright",
+    "great",
+    "good",
+    "nice",
+    "cool",
+    "fine",
+    "perfect",
+    "indeed",
+    "actually",
+    "basically",
+    "really",
+    "sorry",
+    "pardon",
+    "thanks",
+    "thank",
+    "please",
+    "welcome",
+    "hello",
+    "bye",
+    "goodbye",
+    "cheers",
+    "people",
+    "guys",
+    "everyone",
+    "everybody",
+    "back",
+    "again",
+    "maybe",
+    "probably",
+    "something",
+    "thing",
+    "things",
+    "stuff",
+    "kind",
+    "sort",
+    "bit",
+    "little",
+    "lot",
+    "try",
+    "see",
+    "know",
+    "think",
+    "mean",
+    "say",
+    "said",
+    "get",
+    "got",
+    "let",
+    "make",
+    "sure",
+    "yet",
+    "now",
+    "later",
+    "today",
+    "tomorrow",
+    "moment",
+    "second",
+    "minute",
+    "one",
+    "two",
+    "time",
+];
+
+/// Greetings, thanks and goodbyes.
+const SOCIAL: &[&str] = &[
+    "hi",
+    "hello",
+    "hey",
+    "good morning",
+    "good afternoon",
+    "good evening",
+    "welcome",
+    "thanks",
+    "thank you",
+    "bye",
+    "goodbye",
+    "see you",
+    "nice to meet",
+    "how are you",
+    "how's it going",
+    "how is it going",
+    "have a nice",
+    "have a good",
+    "have a great",
+];
+
+/// Phrases that talk about the meeting or the call rather than its
+/// subject.
+const META_TALK: &[&str] = &[
+    "let's get started",
+    "let's start",
+    "let's begin",
+    "let's move to",
+    "let's move on",
+    "move on to",
+    "let's go to",
+    "let's finish",
+    "let's wrap up",
+    "let's stop here",
+    "let's end",
+    "end the meeting",
+    "end meeting",
+    "leave the meeting",
+    "leave the call",
+    "share my screen",
+    "share the screen",
+    "sharing my screen",
+    "can you hear me",
+    "can you see my",
+    "you're muted",
+    "you are muted",
+    "i'm muted",
+    "am i muted",
+    "see you",
+    "welcome back",
+    "that's it for",
+    "any other business",
+    "next meeting",
+    "cup of coffee",
+    "take the lunch",
+    "i'll be back",
+    "be right back",
+    "let me finish",
+    "let me see",
+    "let me think",
+    "let me understand",
+    "be leaving",
+];
+
+/// `text` without transcription markers: `<laugh/>`, `<unintelligible/>`,
+/// `{vocalsound}`, `{disfmarker}`, `[noise]`-style tags.
+pub fn strip_markers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut depth: Option<char> = None;
+    for c in text.chars() {
+        match (depth, c) {
+            (None, '<') => depth = Some('>'),
+            (None, '{') => depth = Some('}'),
+            (Some(close), c) if c == close => depth = None,
+            (Some(_), _) => {}
+            (None, c) => out.push(c),
+        }
+    }
+    out
+}
+
+/// The content words that carry substance in speech (no stopwords, no
+/// backchannels, fillers or social words).
+fn substance(cleaned: &str) -> Vec<String> {
+    content_words(cleaned)
+        .into_iter()
+        .filter(|w| !EMPTY_WORDS.iter().any(|e| e == w || stem(e) == *w))
+        .collect()
+}
+
+/// Whether `name` reads as a person's name: one or two capitalized words,
+/// letters only (or a `[PERSONn]`-style placeholder), none of them a
+/// stopword, interjection, backchannel or social word.
+pub fn is_person_name(name: &str) -> bool {
+    let name = name.trim_start_matches('@');
+    if name.starts_with('[') && name.ends_with(']') {
+        return true;
+    }
+    let words: Vec<&str> = name.split_whitespace().collect();
+    !words.is_empty()
+        && words.len() <= 2
+        && words.iter().all(|w| {
+            let lower = w.to_lowercase();
+            // A capitalized name, or a handle such as sam.okafor.
+            (w.chars().next().is_some_and(char::is_uppercase) || w.contains(['.', '_']))
+                && w.chars()
+                    .all(|c| c.is_alphabetic() || matches!(c, '-' | '\'' | '.' | '_'))
+                && !is_stopword(&lower)
+                && !EMPTY_WORDS.contains(&lower.as_str())
+                && !SOCIAL.contains(&lower.as_str())
+        })
+}
+
+/// Words a finished sentence does not end on: speech cut off mid-way
+/// ("We agreed that actually the.", "… in this <unintelligible/>").
+const DANGLING: &[&str] = &[
+    "the", "a", "an", "to", "of", "and", "or", "but", "so", "with", "is", "are", "was", "were",
+    "be", "my", "our", "your", "if", "because",
+];
+
+/// Whether a sentence was cut off: it ends on a dangling word, or on a
+/// dash where the speaker broke off.
+fn is_fragment(cleaned: &str) -> bool {
+    let t =
+        cleaned.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '.' | ',' | ';' | '!'));
+    if t.ends_with('-') || t.ends_with('—') || t.ends_with('–') {
+        return true;
+    }
+    let last = t
+        .rsplit(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .next()
+        .unwrap_or("")
+        .to_lowercase();
+    DANGLING.contains(&last.as_str())
+}
+
+/// Whether a question is noise: a clarification ("Sorry?", "Pardon?"),
+/// social ("How's it going?") or about the call ("Can you hear me?"). A
+/// short question about the subject ("Why did this happen?") is not.
+pub fn is_noise_question(question: &str) -> bool {
+    let cleaned = strip_markers(question);
+    let n = Norm::new(&cleaned);
+    let content = substance(&cleaned);
+    let social = SOCIAL.iter().any(|g| n.has(g));
+    content.is_empty()
+        || content.len() <= 3 && META_TALK.iter().any(|m| n.has(m))
+        || social && content.len() <= 2
+}
+
+/// Whether `sentence` is noise (see the module documentation).
+pub fn is_noise(sentence: &str) -> bool {
+    let cleaned = strip_markers(sentence);
+    let n = Norm::new(&cleaned);
+    if n.words.is_empty() {
+        return true;
+    }
+    if is_fragment(&cleaned) {
+        return true;
+    }
+    let content = substance(&cleaned);
+    // Talk about the meeting, unless the sentence goes on about its
+    // subject ("let's start with a 30-day pilot in cardiology").
+    if content.len() <= 3 && META_TALK.iter().any(|m| n.has(m)) {
+        return true;
+    }
+    if content.len() < 2 {
+        return true;
+    }
+    // A greeting or a thank-you with at most a name after it.
+    let social = SOCIAL.iter().any(|g| n.starts_with(g));
+    social && content.len() <= 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backchannels_greetings_fillers_and_markers_are_noise() {
+        for s in [
+            "Roo , welcome back .",
+            "Hmm , true .",
+            "Exactly , exactly .",
+            "People , welcome back with the second meeting .",
+            "Sorry ?",
+            "{vocalsound} Can I get a cup of coffee ?",
+            "I'll take the lunch .",
+            "Yeah, yeah, okay.",
+            "<laugh/> <unintelligible/>",
+            "Bye, bye.",
+            "Thanks a lot, [PERSON3].",
+            "I'll try.",
+            "Let me finish.",
+            "Ok, so let's let's get started.",
+            "And now let's move to those who are present remotly.",
+            "Ok yeah I'll just leave the meeting.",
+            "So yeah, we will see tomorrow.",
+            "{disfmarker} um {disfmarker} yeah",
+            "We agreed that actually the.",
+            "So that we need to be very careful about the contents, we really -.",
+            "Let's forget plan, so.",
+        ] {
+            assert!(is_noise(s), "{s:?} is noise");
+        }
+    }
+
+    #[test]
+    fn substance_is_not_noise_even_in_speech() {
+        for s in [
+            "[PERSON6] will download and prepare the corpus.",
+            "I will continue annotate my our data with my annotators.",
+            "Let's include one separate track for [ORGANIZATION1].",
+            "I'll refund the duplicate charge on ORD-7731 by Friday.",
+            "We'll go with one large round button for volume and channel.",
+            "{vocalsound} So the remote will have LEDs to light it up .",
+            "Can you send me the deck?",
+            "Let me check the logs.",
+            "OK. I'll also rerun the reconcile job once the index is in.",
+            "Let me look up order ORD-1042 for you.",
+            "OK, going with full jitter.",
+            "Let's start with a 30-day pilot in the cardiology department, 12 clinicians.",
+        ] {
+            assert!(!is_noise(s), "{s:?} is not noise");
+        }
+    }
+
+    #[test]
+    fn short_questions_about_the_subject_stay() {
+        for q in [
+            "But why did this happen?",
+            "Can your IT team create one?",
+            "When does ORD-7731 ship?",
+        ] {
+            assert!(!is_noise_question(q), "{q:?} is a question");
+        }
+        for q in [
+            "Sorry?",
+            "Pardon?",
+            "How's it going?",
+            "Can you hear me?",
+            "{vocalsound} Can I get a cup of coffee?",
+            "Am I muted?",
+        ] {
+            assert!(is_noise_question(q), "{q:?} is noise");
+        }
+    }
+
+    #[test]
+    fn owners_are_names_not_interjections() {
+        for n in ["Marco", "Ana Lopez", "[PERSON6]", "@Lee", "sam.okafor"] {
+            assert!(is_person_name(n), "{n:?}");
+        }
+        for n in [
+            "Hmm", "Exactly", "People", "Your EHR", "Welcome", "Bye", "Roo 2",
+        ] {
+            assert!(!is_person_name(n), "{n:?} is no name");
+        }
+    }
+
+    #[test]
+    fn markers_are_stripped() {
+        assert_eq!(strip_markers("a <laugh/> b {vocalsound} c"), "a  b  c");
+    }
+}
