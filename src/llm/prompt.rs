@@ -320,8 +320,13 @@ pub fn user_message(
     if !violations.is_empty() {
         out.push_str("\nYour previous answer was refused because:\n");
         for v in violations {
+            // A violation may quote personal data: it is redacted too.
+            let v = match redactor {
+                Some(r) => r.redact(v, names),
+                None => v.clone(),
+            };
             out.push_str("- ");
-            out.push_str(v);
+            out.push_str(&v);
             out.push('\n');
         }
         out.push_str(
