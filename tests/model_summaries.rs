@@ -183,6 +183,30 @@ async fn session_with_chat(c: &mut MemoryClient, ns: &str) {
     c.append_turns(append_req(ns, "s", chat())).await.unwrap();
 }
 
+/// A scripted server answering `answers` in order, a daemon using it, and
+/// session `s` of namespace `ns` holding [`chat`].
+struct Setup {
+    script: Script,
+    server: TestServer,
+    c: MemoryClient,
+    _tmp: tempfile::TempDir,
+}
+
+async fn setup(answers: impl IntoIterator<Item = Answer>) -> Setup {
+    let script = Script::default();
+    script.answers.lock().unwrap().extend(answers);
+    let url = scripted(&script).await;
+    let (server, _tmp) = daemon(&url, |_| {}).await;
+    let mut c = server.client().await;
+    session_with_chat(&mut c, "ns").await;
+    Setup {
+        script,
+        server,
+        c,
+        _tmp,
+    }
+}
+
 fn no_personal_data(script: &Script) {
     for body in script.bodies.lock().unwrap().iter() {
         let text = body.to_string();
@@ -233,18 +257,14 @@ async fn a_valid_answer_is_stored_with_the_tool_log_from_the_turns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invented_order_id_is_refused_then_retried_with_the_violation() {
-    let script = Script::default();
     let mut invented = good();
     invented["key_facts"][0]["fact"] = json!("two charges of $84.50 on ORD-9999");
-    script
-        .answers
-        .lock()
-        .unwrap()
-        .extend([Answer::Items(invented), Answer::Items(good())]);
-    let url = scripted(&script).await;
-    let (server, _tmp) = daemon(&url, |_| {}).await;
-    let mut c = server.client().await;
-    session_with_chat(&mut c, "ns").await;
+    let Setup {
+        script,
+        server,
+        mut c,
+        _tmp,
+    } = setup([Answer::Items(invented), Answer::Items(good())]).await;
     let s = summarize(&mut c, "ns").await;
     assert!(s.key_facts.iter().all(|f| !f.fact.contains("ORD-9999")));
     let audit = latest_audit(&mut c, "ns").await;
@@ -305,18 +325,14 @@ async fn malformed_answers_fall_back_to_the_rules() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invented_placeholder_is_a_failure() {
-    let script = Script::default();
     let mut invented = good();
     invented["key_facts"][0]["fact"] = json!("contact ⟦EMAIL_7⟧ about ORD-7731");
-    script
-        .answers
-        .lock()
-        .unwrap()
-        .extend([Answer::Items(invented), Answer::Items(good())]);
-    let url = scripted(&script).await;
-    let (server, _tmp) = daemon(&url, |_| {}).await;
-    let mut c = server.client().await;
-    session_with_chat(&mut c, "ns").await;
+    let Setup {
+        script,
+        server,
+        mut c,
+        _tmp,
+    } = setup([Answer::Items(invented), Answer::Items(good())]).await;
     let s = summarize(&mut c, "ns").await;
     assert!(s.key_facts.iter().all(|f| !f.fact.contains('⟦')));
     let bodies = script.bodies.lock().unwrap().clone();
