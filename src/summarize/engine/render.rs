@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// Key facts a summary of `turns` turns shows: 12, plus one per 10 turns.
+pub(super) fn key_facts_shown(turns: u64) -> usize {
+    12 + usize::try_from(turns / 10).unwrap_or(usize::MAX)
+}
+
 impl FoldState {
     // -- rendering ---------------------------------------------------------------
 
@@ -56,6 +61,22 @@ impl FoldState {
             .unwrap_or(i64::MAX)
             .saturating_sub(i64::try_from(ctx.bundle_tokens).unwrap_or(i64::MAX));
 
+        // Key facts scale with the session: a session whose every turn
+        // names an identifier keeps its newest ones, and says how many
+        // older ones it leaves out.
+        let fact_limit = key_facts_shown(self.total_turns);
+        let hidden_facts = self.facts.len().saturating_sub(fact_limit);
+        let key_facts = self.facts[hidden_facts..].to_vec();
+        let mut truncated = self.truncation_note();
+        if hidden_facts > 0 {
+            if !truncated.is_empty() {
+                truncated.push_str("; ");
+            }
+            truncated.push_str(&format!(
+                "{hidden_facts} older key_facts not shown (at most {fact_limit} for {} turns)",
+                self.total_turns
+            ));
+        }
         let (user_intent, user_intent_seq) = self.user_intent.clone().unwrap_or_default();
         let outcome = self.outcome();
         let duration_ns = match (self.first_time, self.last_time) {
@@ -70,7 +91,7 @@ impl FoldState {
             decisions,
             pending_actions,
             open_questions: self.questions.clone(),
-            key_facts: self.facts.clone(),
+            key_facts,
             tool_calls,
             artifacts: self.artifacts.clone(),
             context_health: ContextHealth {
@@ -78,7 +99,7 @@ impl FoldState {
                 missing_dependencies: self.missing_dependencies(),
                 budget_remaining_tokens: budget,
             },
-            truncated: self.truncation_note(),
+            truncated,
             errors_and_anomalies: self.anomalies.clone(),
             unresolved_conflicts: self.conflicts.iter().map(|c| c.conflict.clone()).collect(),
             participants: self.participants.clone(),

@@ -732,3 +732,36 @@ fn state_stays_bounded_in_long_sessions() {
         .iter()
         .all(|t| t.key_points.len() <= MAX_KEY_POINTS_PER_TOPIC));
 }
+
+#[test]
+fn key_facts_scale_with_the_session_and_the_cut_is_counted() {
+    // A CI-debugging session: every turn names a build, a job and an error code.
+    let turns: Vec<Turn> = (1..=200)
+        .map(|i| {
+            turn(
+                i,
+                if i % 2 == 1 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                if i % 2 == 1 { "dev" } else { "agent" },
+                &format!(
+                    "Build B-{i} failed: job JOB-{} exited with E{}.",
+                    20000 + i,
+                    100 + i
+                ),
+            )
+        })
+        .collect();
+    let s = summarize(&turns, false);
+    assert_eq!(s.key_facts.len(), 32, "12 + 200 / 10");
+    // The newest are kept.
+    assert!(s.key_facts.last().unwrap().fact.contains("B-200"));
+    assert!(
+        s.truncated
+            .contains("older key_facts not shown (at most 32 for 200 turns)"),
+        "{}",
+        s.truncated
+    );
+}
