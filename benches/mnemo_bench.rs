@@ -1418,6 +1418,7 @@ mod summaries {
             ("bench", id),
             Trigger::Requested,
             true,
+            false,
         )
         .expect("summary attempt");
         let took = start.elapsed();

@@ -44,6 +44,7 @@ fn ctx() -> SummaryContext {
         version: 2,
         now: 1_764_000_000_000_000_000,
         high_risk: false,
+        wait_free: false,
     }
 }
 

@@ -145,6 +145,7 @@ fn main() {
                 version: 1,
                 now: 1_700_000_000_000_000_000,
                 high_risk: false,
+                wait_free: false,
             };
             let started = Instant::now();
             let s: SessionSummary = summarize(&turns, &ctx);

@@ -588,3 +588,49 @@ async fn queued_model_work_resumes_after_a_restart() {
     second.stop().await;
     drop(tmp);
 }
+
+/// Removing a summarized turn refolds at once with the rules: the call
+/// never waits on the model (here, one that hangs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_turns_refold_never_waits_on_the_model() {
+    let Setup {
+        script,
+        server,
+        mut c,
+        _tmp,
+    } = setup([
+        Answer::Items(good()),
+        Answer::Hang(Duration::from_secs(30)),
+        Answer::Hang(Duration::from_secs(30)),
+    ])
+    .await;
+    summarize(&mut c, "ns").await;
+    let started = Instant::now();
+    let r = c
+        .remove_last_turn(pb::RemoveLastTurnRequest {
+            namespace: "ns".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(r.refolded_summary_version, 2);
+    let audit = latest_audit(&mut c, "ns").await;
+    assert!(
+        audit.summarizer.starts_with("mnemo-rules/"),
+        "{}",
+        audit.summarizer
+    );
+    assert_eq!(
+        script.bodies.lock().unwrap().len(),
+        1,
+        "only the first summary called the model"
+    );
+    server.stop().await;
+}

@@ -596,6 +596,7 @@ proptest! {
             version: 1,
             now: 1_800_000_000_000_000_000,
             high_risk: true,
+            wait_free: false,
         };
         let s = summarize::summarize(&turns, &ctx);
         let cited: BTreeMap<u64, Turn> = turns.iter().map(|t| (t.seq, t.clone())).collect();
@@ -636,6 +637,7 @@ fn an_action_is_dated_as_its_whole_turn_reads() {
         version: 1,
         now: 1_800_000_000_000_000_000,
         high_risk: true,
+        wait_free: false,
     };
     let s = summarize::summarize(std::slice::from_ref(&turn), &ctx);
     assert!(!s.pending_actions.is_empty());

@@ -2778,6 +2778,7 @@ fn summary_at_reads_one_version_without_the_session(store: &dyn Store) {
         version: 1,
         now: 1,
         high_risk: false,
+        wait_free: false,
     };
     let mut summary = mnemo::summarize::summarize(&turns, &ctx);
     summary.version = 1;

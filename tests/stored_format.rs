@@ -135,6 +135,7 @@ async fn an_old_fold_state_folds_on_like_a_fold_from_scratch() {
         version: stored.version,
         now: stored.created_at,
         high_risk: false,
+        wait_free: false,
     };
     let scratch = mnemo::summarize::summarize(&turns, &ctx);
     assert_eq!(stored.decisions, scratch.decisions);
@@ -155,6 +156,7 @@ async fn an_old_fold_state_folds_on_like_a_fold_from_scratch() {
         ("acme", "s1"),
         Trigger::Requested,
         true,
+        false,
     )
     .unwrap();
     assert!(matches!(again, Attempt::Unchanged));
@@ -484,6 +486,7 @@ async fn old_format_4_fold_states_fold_on_like_a_fold_from_scratch() {
         version: 0,
         now: 0,
         high_risk: false,
+        wait_free: false,
     };
     let mut scratch = mnemo::summarize::summarize(&turns, &ctx);
     // As the pipeline does after every fold: the budget left is the

@@ -850,6 +850,7 @@ fn evaluate(f: &Fixture) -> FixtureResult {
         version: 1,
         now: last_time,
         high_risk: false,
+        wait_free: false,
     };
     let s = summarize(&turns, &ctx);
     let scored = [

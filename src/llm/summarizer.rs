@@ -18,7 +18,7 @@ use super::client::{ChatClient, Message};
 use super::prompt::{self, ModelItems};
 use super::redact::{Placeholders, Redactor};
 use crate::config::ModelConfig;
-use crate::model::{Encoding, FoldRecord, Trigger, Turn};
+use crate::model::{Encoding, FoldRecord, Turn};
 use crate::summarize::{rule_based, Folded, RuleBased, StateError, Summarizer, SummaryContext};
 use crate::tokens;
 
@@ -160,8 +160,9 @@ impl ModelSummarizer {
 
     /// Whether the model writes this fold (else the rules do, at once).
     fn uses_model(&self, ctx: &SummaryContext) -> bool {
-        // A handoff never waits on a model: its summary is the rules'.
-        self.config.covers(&ctx.namespace) && ctx.trigger != Trigger::Handoff
+        // A handoff or a removed turn's refold never waits on a model:
+        // its summary is the rules'.
+        self.config.covers(&ctx.namespace) && !ctx.wait_free
     }
 
     /// Turns in chunks of at most `max_input_tokens` each (a turn longer

@@ -211,7 +211,7 @@ impl Memory {
             }
         } else {
             match self
-                .summarize_session(ns, session_id, Trigger::Handoff, true)
+                .summarize_session(ns, session_id, Trigger::Handoff, true, true)
                 .await?
             {
                 Attempt::Stored(s) => Some(*s),

@@ -72,6 +72,7 @@ pub fn run(
     (ns, session_id): (&str, &str),
     trigger: Trigger,
     force: bool,
+    wait_free: bool,
 ) -> Result<Attempt> {
     let session = store.get_session(ns, session_id)?;
     let last = session.next_seq - 1;
@@ -122,6 +123,7 @@ pub fn run(
         version: session.summary.version + 1,
         now: now_nanos(),
         high_risk: session.settings.risk_level == RiskLevel::High,
+        wait_free,
     };
     let folded: Vec<Turn> = new_turns.values().cloned().collect();
     let state_error = |e: crate::summarize::StateError| {
@@ -409,12 +411,23 @@ impl Memory {
         session_id: &str,
         trigger: Trigger,
         force: bool,
+        wait_free: bool,
     ) -> Result<Attempt> {
         for _ in 0..ATTEMPTS {
             let (n, i, cfg) = (ns.to_owned(), session_id.to_owned(), self.summaries.clone());
             let summarizer = self.summarizer.clone();
             let attempt = self
-                .blocking(move |st| run(st, summarizer.as_ref(), &cfg, (&n, &i), trigger, force))
+                .blocking(move |st| {
+                    run(
+                        st,
+                        summarizer.as_ref(),
+                        &cfg,
+                        (&n, &i),
+                        trigger,
+                        force,
+                        wait_free,
+                    )
+                })
                 .await;
             match attempt {
                 Err(Error::Aborted(_)) => continue,

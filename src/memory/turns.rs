@@ -178,7 +178,7 @@ impl Memory {
         let mut refolded = None;
         if covered && session.turn_count > 0 {
             match self
-                .summarize_session(ns, session_id, crate::model::Trigger::Requested, true)
+                .summarize_session(ns, session_id, crate::model::Trigger::Requested, true, true)
                 .await
             {
                 Ok(super::summary::Attempt::Stored(s)) => refolded = Some(s.version),

@@ -272,7 +272,13 @@ impl Worker {
     async fn serve(&self, job: Job) {
         let result = self
             .memory
-            .summarize_session(&job.namespace, &job.session_id, Trigger::Requested, true)
+            .summarize_session(
+                &job.namespace,
+                &job.session_id,
+                Trigger::Requested,
+                true,
+                false,
+            )
             .await;
         self.count(&job.namespace, &job.session_id, &result);
         let _ = job.reply.send(result);
@@ -281,7 +287,10 @@ impl Worker {
     async fn automatic(&self, claim: Claim) {
         let (ns, id) = (&claim.namespace, &claim.session_id);
         let trigger = claim.trigger.unwrap_or(Trigger::EveryNTurns);
-        let result = self.memory.summarize_session(ns, id, trigger, false).await;
+        let result = self
+            .memory
+            .summarize_session(ns, id, trigger, false, false)
+            .await;
         if let Err(Error::Unavailable(why)) = &result {
             // Interrupted at shutdown: the start-up rescan finds it due again.
             tracing::info!(namespace = %ns, session_id = %id, reason = %why, "summary left for the next start");

@@ -44,6 +44,10 @@ pub struct SummaryContext {
     pub now: UnixNanos,
     /// High-risk sessions flag irreversible actions for human review.
     pub high_risk: bool,
+    /// The caller must not wait on anything outside the process (a
+    /// handoff, a removed turn's refold): a summarizer that calls a model
+    /// folds with its fallback at once.
+    pub wait_free: bool,
 }
 
 /// A stored fold state this summarizer cannot read (damaged, or written

@@ -120,6 +120,7 @@ mod tests {
             version: 1,
             now: 5,
             high_risk: false,
+            wait_free: false,
         }
     }
 

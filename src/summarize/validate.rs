@@ -463,6 +463,7 @@ mod tests {
             version: 1,
             now: T0,
             high_risk: false,
+            wait_free: false,
         }
     }
 

@@ -44,6 +44,7 @@ fn ctx(high_risk: bool) -> SummaryContext {
         version: 3,
         now: T0 + 999,
         high_risk,
+        wait_free: false,
     }
 }
 
