@@ -744,17 +744,7 @@ async fn a_support_chat_keeps_agent_remarks_out_of_the_customers_facts() {
     c.append_turns(append_req("ns", "chat", turns))
         .await
         .unwrap();
-    let s = c
-        .summarize(pb::SummarizeRequest {
-            namespace: "ns".into(),
-            session_id: "chat".into(),
-            wait: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .summary
-        .unwrap();
+    let s = summarize(&mut c, "chat").await.unwrap();
     let refund = s
         .pending_actions
         .iter()
@@ -833,17 +823,7 @@ async fn a_public_meeting_gives_its_decisions_and_owners() {
             .await
             .unwrap();
     }
-    let s = c
-        .summarize(pb::SummarizeRequest {
-            namespace: "ns".into(),
-            session_id: "meeting".into(),
-            wait: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .summary
-        .unwrap();
+    let s = summarize(&mut c, "meeting").await.unwrap();
     assert!(
         s.decisions
             .iter()

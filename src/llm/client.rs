@@ -239,7 +239,7 @@ impl ChatClient {
             }
             return Attempt::Fail(CallError::Refused(format!(
                 "HTTP {status}: {}",
-                super::shorten(&text, 300)
+                crate::summarize::rules::clip(&text, 300)
             )));
         }
         let reply: Reply = match serde_json::from_str(&text) {

@@ -16,11 +16,3 @@ mod summarizer;
 
 pub use self::client::{CallError, Completion};
 pub use self::summarizer::{ModelStats, ModelSummarizer, FORMAT, NAME};
-
-/// `text` cut to at most `max` characters, with an ellipsis when cut.
-fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_owned(),
-        Some((at, _)) => format!("{}…", &text[..at]),
-    }
-}

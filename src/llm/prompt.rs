@@ -14,6 +14,7 @@ use crate::model::{
     ActionStatus, Conflict, Decision, KeyFact, OpenQuestion, PendingAction, Priority,
     QuestionStatus, SessionSummary, Turn,
 };
+use crate::summarize::rules;
 
 /// The instructions.
 pub const SYSTEM: &str = "You maintain the running summary of a conversation between people, \
@@ -285,12 +286,7 @@ fn turn_line(t: &Turn, redactor: Option<&Redactor>, names: &mut Placeholders) ->
         }
         text.push(']');
     }
-    let seconds = t
-        .client_time
-        .unwrap_or(t.server_time)
-        .div_euclid(1_000_000_000);
-    let (y, m, d) = crate::model::calendar::civil_from_days(seconds.div_euclid(86_400));
-    let date = format!("{y:04}-{m:02}-{d:02}");
+    let date = rules::format_day(rules::day_of(t.client_time.unwrap_or(t.server_time)));
     let line = format!("[#{}] ({date}) {:?} {}: {text}", t.seq, t.role, t.speaker);
     match redactor {
         Some(r) => r.redact(&line, names),

@@ -175,6 +175,11 @@ pub struct Removal {
     pub now: UnixNanos,
 }
 
+/// Whether the session's stored summary covers `turn`.
+pub fn summary_covers(session: &Session, turn: &Turn) -> bool {
+    session.summary.through_seq >= turn.seq
+}
+
 /// Decides a removal against the session and its last turn: the session
 /// without that turn, or `None` when there is no turn to remove. Closed
 /// sessions are not changed; fencing and `expected_last_seq` as for an
@@ -225,8 +230,9 @@ pub fn plan_removal(
     // The summary covered the removed turn: its recorded progress drops
     // below what the stored summary covers, which marks it for a refold
     // from turn 1 (`summary::is_rewound`).
+    let covered = summary_covers(current, turn);
     let progress = &mut session.summary;
-    if progress.through_seq >= turn.seq {
+    if covered {
         progress.through_seq = turn.seq - 1;
         progress.through_tokens = progress.through_tokens.min(session.total_tokens);
         progress.attempted_through_seq = progress.attempted_through_seq.min(turn.seq - 1);

@@ -21,7 +21,7 @@ use crate::model::{
     SessionState, SessionSummary, Trigger, Turn, LEGACY_FOLD_FORMAT,
 };
 use crate::store::{Store, SummaryWrite};
-use crate::summarize::{render, validate, Summarizer, SummaryContext};
+use crate::summarize::{render, validate, Folded, Summarizer, SummaryContext};
 use crate::tokens;
 
 /// Turns read per page while folding.
@@ -143,18 +143,26 @@ pub fn run(
     // the violations as a hint, then taken from the summarizer's fallback,
     // when it has them (a model does; the rules do not).
     let mut refused_attempts: Vec<String> = Vec::new();
-    let (summary, post_tokens, verdict) = loop {
-        let mut summary = out.summary.clone();
-        let markdown = render::markdown(&summary);
+    let (
+        Folded {
+            state,
+            summary,
+            label,
+            notes,
+        },
+        post_tokens,
+        verdict,
+    ) = loop {
+        let markdown = render::markdown(&out.summary);
         let post_tokens = tokens::count(session.settings.encoding, &markdown) as u64;
         // Until bundles exist, what a resuming agent needs is the summary itself.
-        summary.context_health.budget_remaining_tokens =
+        out.summary.context_health.budget_remaining_tokens =
             i64::try_from(session.settings.context_limit_tokens).unwrap_or(i64::MAX)
                 - post_tokens as i64;
-        let cited = cited_turns(store, ns, session_id, &summary, new_turns.clone())?;
-        let verdict = validate::validate(&summary, &cited, fold.through_seq);
+        let cited = cited_turns(store, ns, session_id, &out.summary, &new_turns)?;
+        let verdict = validate::validate(&out.summary, &cited, fold.through_seq);
         let Err(errors) = &verdict else {
-            break (summary, post_tokens, verdict);
+            break (out, post_tokens, verdict);
         };
         let next = match refused_attempts.len() {
             0 => summarizer.retry(base.as_ref(), &folded, &ctx, errors),
@@ -162,17 +170,18 @@ pub fn run(
             _ => None,
         };
         let Some(next) = next else {
-            break (summary, post_tokens, verdict);
+            break (out, post_tokens, verdict);
         };
         refused_attempts.push(format!(
             "attempt {} by {} refused: {}",
             refused_attempts.len() + 1,
-            out.label.clone().unwrap_or_else(|| summarizer.label()),
+            out.label.unwrap_or_else(|| summarizer.label()),
             errors.join("; ")
         ));
         out = next.map_err(state_error)?;
     };
-    fold.state = out.state;
+    let label = label.unwrap_or_else(|| summarizer.label());
+    fold.state = state;
     let mut audit = AuditRecord {
         audit_seq: 0,
         kind: AuditKind::SummaryAttempt,
@@ -187,7 +196,7 @@ pub fn run(
         } else {
             fold.through_tokens as f64 / post_tokens as f64
         },
-        summarizer: out.label.clone().unwrap_or_else(|| summarizer.label()),
+        summarizer: label,
         covered_turns_sha256: hex::encode(fold.chain_hash),
         validation_passed: verdict.is_ok(),
         validation_errors: verdict.clone().err().unwrap_or_default(),
@@ -208,7 +217,7 @@ pub fn run(
         cfg,
     )?;
     audit.health_flags.extend(refused_attempts);
-    audit.health_flags.extend(out.notes.iter().cloned());
+    audit.health_flags.extend(notes);
     let write = match verdict {
         Ok(()) => {
             audit.summary_version = summary.version;
@@ -272,14 +281,14 @@ fn cited_turns(
     ns: &str,
     session_id: &str,
     summary: &SessionSummary,
-    mut new_turns: BTreeMap<u64, Turn>,
+    new_turns: &BTreeMap<u64, Turn>,
 ) -> Result<BTreeMap<u64, Turn>> {
     let mut cited = BTreeMap::new();
     let mut older = Vec::new();
     for seq in validate::cited_seqs(summary) {
-        match new_turns.remove(&seq) {
+        match new_turns.get(&seq) {
             Some(t) => {
-                cited.insert(seq, t);
+                cited.insert(seq, t.clone());
             }
             None => older.push(seq),
         }

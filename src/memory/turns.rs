@@ -28,7 +28,7 @@ pub struct AppendRequest {
 
 /// What removing a session's last turn did.
 #[derive(Debug, Clone)]
-pub struct Removal {
+pub struct RemovedTurn {
     /// The removed turn; `None` when the session had none.
     pub turn: Option<Turn>,
     /// The session afterwards.
@@ -142,7 +142,7 @@ impl Memory {
         session_id: &str,
         expected_last_seq: Option<u64>,
         lease_epoch: Option<u64>,
-    ) -> Result<Removal> {
+    ) -> Result<RemovedTurn> {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
         let removal = append::Removal {
@@ -157,14 +157,14 @@ impl Memory {
                 // the session as read under the store's lock).
                 let mut covered = false;
                 let removed = st.remove_last_turn(&n, &i, &mut |s, last| {
-                    covered = last.is_some_and(|t| s.summary.through_seq >= t.seq);
+                    covered = last.is_some_and(|t| append::summary_covers(s, t));
                     append::plan_removal(s, last, &removal)
                 })?;
                 Ok((removed, covered))
             })
             .await?;
         let Some(turn) = removed.turn else {
-            return Ok(Removal {
+            return Ok(RemovedTurn {
                 turn: None,
                 session: removed.session,
                 refolded: None,
@@ -194,7 +194,7 @@ impl Memory {
             }
             session = self.get_session(ns, session_id).await?;
         }
-        Ok(Removal {
+        Ok(RemovedTurn {
             turn: Some(turn),
             session,
             refolded,

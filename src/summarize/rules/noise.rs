@@ -5,6 +5,9 @@
 //! is mostly transcription markers (`<laugh/>`, `{vocalsound}`), and
 //! anything left with fewer than two content words once those are gone.
 
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
 use super::text::{content_words, is_stopword, stem, Norm};
 
 /// Words that carry no content in speech: backchannels, interjections,
@@ -98,6 +101,18 @@ const EMPTY_WORDS: &[&str] = &[
     "time",
 ];
 
+/// [`EMPTY_WORDS`] as [`content_words`] spells them (stemmed), and as
+/// written, computed once.
+fn empty_stems() -> &'static BTreeSet<String> {
+    static SET: OnceLock<BTreeSet<String>> = OnceLock::new();
+    SET.get_or_init(|| {
+        EMPTY_WORDS
+            .iter()
+            .flat_map(|w| [(*w).to_owned(), stem(w)])
+            .collect()
+    })
+}
+
 /// Greetings, thanks and goodbyes.
 const SOCIAL: &[&str] = &[
     "hi",
@@ -186,7 +201,7 @@ pub fn strip_markers(text: &str) -> String {
 fn substance(cleaned: &str) -> Vec<String> {
     content_words(cleaned)
         .into_iter()
-        .filter(|w| !EMPTY_WORDS.iter().any(|e| e == w || stem(e) == *w))
+        .filter(|w| !empty_stems().contains(w.as_str()))
         .collect()
 }
 
