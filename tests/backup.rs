@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 
 use common::{append_req, config_for, turn, user_turn, TestServer};
 use mnemo::pb;
-use mnemo::store::engine::{Engine, Write};
+use mnemo::store::engine::{Engine, Read, Write};
 use mnemo::store::{keys, SledStore};
 
 fn mnemo(args: &[&str]) -> Output {

@@ -22,7 +22,7 @@ use mnemo::error::Precondition;
 use mnemo::memory::append::{self, OwnerChange, PreparedAppend};
 use mnemo::memory::{episodes, facts, knowledge};
 use mnemo::model::*;
-use mnemo::store::engine::{Batch, Engine, Entry, MemoryEngine, Write};
+use mnemo::store::engine::{Batch, Engine, Entry, MemoryEngine, Read, Write};
 use mnemo::store::{
     keys, AppendPlan, Appended, EpisodePlan, FactFate, KnowledgeStore, KvStore, MemoryStore,
     Outbox, Removed, SessionStore, SledStore, Store, SummaryStore, SummaryWrite,
@@ -3091,7 +3091,7 @@ fn arm(gate: &Mutex<Option<Armed>>, hold: Hold) -> (mpsc::Receiver<()>, mpsc::Se
     (held_rx, release_tx)
 }
 
-impl Engine for GatedEngine {
+impl Read for GatedEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
@@ -3103,7 +3103,9 @@ impl Engine for GatedEngine {
     fn scan_rev(&self, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
         self.inner.scan_rev(prefix, limit)
     }
+}
 
+impl Engine for GatedEngine {
     fn apply(&self, batch: Batch) -> Result<()> {
         let announces = batch
             .iter()

@@ -70,6 +70,11 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
         due_at: UnixNanos,
         trigger: Option<Trigger>,
     ) -> Result<()> {
+        if let Some(shared) = self.engine().shared() {
+            return shared
+                .claims()
+                .mark_due(kind, ns, session_id, due_at, trigger);
+        }
         let key = (kind, ns.to_owned(), session_id.to_owned());
         let mut t = self.claims.lock();
         match t.items.get_mut(&key) {
@@ -102,6 +107,9 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
     }
 
     fn cancel_due(&self, kind: WorkKind, ns: &str, session_id: &str) -> Result<()> {
+        if let Some(shared) = self.engine().shared() {
+            return shared.claims().cancel_due(kind, ns, session_id);
+        }
         let key = (kind, ns.to_owned(), session_id.to_owned());
         let mut t = self.claims.lock();
         if let Some(item) = t.items.remove(&key) {
@@ -119,6 +127,9 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
         lease_nanos: i64,
         limit: usize,
     ) -> Result<Vec<Claim>> {
+        if let Some(shared) = self.engine().shared() {
+            return shared.claims().claim_due(kind, now, lease_nanos, limit);
+        }
         let mut t = self.claims.lock();
         let mut out = Vec::new();
         // Expired leases first: their holder is gone.
@@ -161,6 +172,9 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
     }
 
     fn complete_claim(&self, claim: &Claim) -> Result<()> {
+        if let Some(shared) = self.engine().shared() {
+            return shared.claims().complete_claim(claim);
+        }
         let key = (
             claim.kind,
             claim.namespace.clone(),
@@ -188,6 +202,9 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
     }
 
     fn next_due(&self, kind: WorkKind) -> Result<Option<UnixNanos>> {
+        if let Some(shared) = self.engine().shared() {
+            return shared.claims().next_due(kind);
+        }
         let t = self.claims.lock();
         let unleased = t
             .by_due
@@ -208,6 +225,9 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
     }
 
     fn due_count(&self, kind: WorkKind) -> Result<u64> {
+        if let Some(shared) = self.engine().shared() {
+            return shared.claims().due_count(kind);
+        }
         let t = self.claims.lock();
         Ok(t.items.keys().filter(|k| k.0 == kind).count() as u64)
     }

@@ -31,8 +31,8 @@ pub type Batch = Vec<Write>;
 /// A key and its value.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
-/// An ordered byte map with atomic batches and explicit durability.
-pub trait Engine: Send + Sync + 'static {
+/// What can be read: the engine itself, or a unit of work inside it.
+pub trait Read {
     /// The value of `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
 
@@ -43,12 +43,91 @@ pub trait Engine: Send + Sync + 'static {
     /// Entries whose keys start with `prefix`, in descending key order,
     /// at most `limit`.
     fn scan_rev(&self, prefix: &[u8], limit: usize) -> Result<Vec<Entry>>;
+}
 
+/// A unit of work of [`Engine::locked`]: reads see every write committed
+/// before it and its own writes; its writes commit together.
+pub trait Txn: Read {
+    /// Writes `batch` (atomically).
+    fn apply(&mut self, batch: Batch) -> Result<()>;
+
+    /// Whether the engine numbers outbox entries itself (a shared engine:
+    /// ids from the database, visible in id order once committed). When
+    /// false the caller numbers them and writes them with `apply`.
+    fn numbers_entries(&self) -> bool {
+        false
+    }
+
+    /// Adds outbox entries, numbered by the engine, under `key(id)`.
+    fn add_entries(&mut self, _entries: Vec<Vec<u8>>, _key: fn(u64) -> Vec<u8>) -> Result<()> {
+        Err(Error::Internal(
+            "this engine does not number outbox entries".into(),
+        ))
+    }
+
+    /// Tells other processes sharing the engine, once the work commits,
+    /// that `topic` changed (a wake-up only: it may be lost).
+    fn announce(&mut self, _topic: String) {}
+}
+
+/// What a shared engine (one database, several daemons) keeps in the
+/// database rather than in the process.
+pub trait Shared: Send + Sync {
+    /// Due background work and its leases.
+    fn claims(&self) -> &dyn crate::store::Claims;
+
+    /// How many keys start with `prefix` from `from` on.
+    fn count(&self, from: Bound<&[u8]>, prefix: &[u8]) -> Result<u64>;
+}
+
+/// A local engine's unit of work: reads and writes go straight to the
+/// engine as they are made; the caller serializes writers (the typed
+/// store's lock stripes).
+pub struct Direct<'a, E: Engine + ?Sized>(pub &'a E);
+
+impl<E: Engine + ?Sized> Read for Direct<'_, E> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.0.get(key)
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
+        self.0.scan(from, prefix, limit)
+    }
+
+    fn scan_rev(&self, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
+        self.0.scan_rev(prefix, limit)
+    }
+}
+
+impl<E: Engine + ?Sized> Txn for Direct<'_, E> {
+    fn apply(&mut self, batch: Batch) -> Result<()> {
+        self.0.apply(batch)
+    }
+}
+
+/// An ordered byte map with atomic batches and explicit durability.
+pub trait Engine: Read + Send + Sync + 'static {
     /// Applies every write of `batch` atomically.
     fn apply(&self, batch: Batch) -> Result<()>;
 
     /// Makes every applied batch durable.
     fn sync(&self) -> Result<()>;
+
+    /// Runs `work` as one unit: serialized with every other unit holding
+    /// `lock` (in every process sharing the engine), committed when it
+    /// returns `Ok`. A local engine (the default) applies writes as they
+    /// are made and leaves serializing to the caller.
+    fn locked<T>(&self, _lock: &[u8], work: impl FnOnce(&mut dyn Txn) -> Result<T>) -> Result<T>
+    where
+        Self: Sized,
+    {
+        work(&mut Direct(self))
+    }
+
+    /// What a shared engine keeps in the database; `None` for a local one.
+    fn shared(&self) -> Option<&dyn Shared> {
+        None
+    }
 }
 
 /// Where a scan starts: `from`, or the prefix itself when unbounded.
@@ -62,7 +141,7 @@ fn start_bound(from: Bound<&[u8]>, prefix: &[u8]) -> Bound<Vec<u8>> {
 
 /// The first key after every key that starts with `prefix` (`None`: no
 /// such key, the prefix is all 0xff).
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {
@@ -86,7 +165,7 @@ impl MemoryEngine {
     }
 }
 
-impl Engine for MemoryEngine {
+impl Read for MemoryEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         // A writer never panics while holding the lock (inserts only), so
         // a poisoned lock still guards consistent data.
@@ -115,7 +194,9 @@ impl Engine for MemoryEngine {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect())
     }
+}
 
+impl Engine for MemoryEngine {
     fn apply(&self, batch: Batch) -> Result<()> {
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         for w in batch {
@@ -277,7 +358,7 @@ impl Drop for SledEngine {
     }
 }
 
-impl Engine for SledEngine {
+impl Read for SledEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let _gate = shared();
         Ok(self.tree.get(key)?.map(|v| v.to_vec()))
@@ -309,7 +390,9 @@ impl Engine for SledEngine {
         }
         Ok(out)
     }
+}
 
+impl Engine for SledEngine {
     fn apply(&self, batch: Batch) -> Result<()> {
         let mut b = sled::Batch::default();
         for w in batch {

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use super::engine::{Batch, Engine, Write};
+use super::engine::{Batch, Engine, Read, Write};
+use super::kv::{read, read_session, read_summary};
 use super::{
     codec, keys, DecideAction, DecideEpisode, EpisodePlan, FactFate, KnowledgeStore, KvStore,
     ScanPage,
@@ -43,21 +44,56 @@ fn subject_lock(subject_id: &str) -> String {
     format!("\u{1}facts\u{1}{subject_id}")
 }
 
+fn read_fact(r: &dyn Read, ns: &str, fact_id: &str) -> Result<Option<Fact>> {
+    read(r, &keys::fact(ns, fact_id), || {
+        format!("fact {fact_id} of namespace {ns}")
+    })
+}
+
+/// The fact a pointer names, if the pointer and the fact exist.
+fn pointed_fact(r: &dyn Read, ns: &str, pointer: &[u8]) -> Result<Option<Fact>> {
+    let Some(id) = read::<String>(r, pointer, || format!("fact pointer in {ns}"))? else {
+        return Ok(None);
+    };
+    read_fact(r, ns, &id)
+}
+
+/// Deletes the pointer naming `fact`, if it still names this version (a
+/// newer one may have taken it).
+fn unpoint(r: &dyn Read, fact: &Fact, batch: &mut Batch) -> Result<()> {
+    let pointer = pointer_of(fact);
+    if read::<String>(r, &pointer, String::new)?.as_deref() == Some(fact.fact_id.as_str()) {
+        batch.push(Write::Delete(pointer));
+    }
+    Ok(())
+}
+
+fn episode_key_of(r: &dyn Read, ns: &str, session_id: &str) -> Result<Option<Vec<u8>>> {
+    r.get(&keys::episode_of(ns, session_id))
+}
+
+/// Statuses clients set on a session's actions, by action seq.
+fn action_statuses(
+    r: &dyn Read,
+    ns: &str,
+    session_id: &str,
+) -> Result<BTreeMap<u64, ActionStatus>> {
+    // Bounded by the summary's actions (one status per action).
+    let mut out = BTreeMap::new();
+    for (k, v) in r.scan(
+        Bound::Unbounded,
+        &keys::action_statuses_of(ns, session_id),
+        usize::MAX,
+    )? {
+        let st: ActionStatus = codec::decode(&v, || {
+            format!("an action status of session {ns}/{session_id}")
+        })?;
+        out.insert(keys::seq_of(&k), st);
+    }
+    Ok(out)
+}
+
 impl<E: Engine> KvStore<E> {
-    fn read_fact(&self, ns: &str, fact_id: &str) -> Result<Option<Fact>> {
-        self.read(&keys::fact(ns, fact_id), || {
-            format!("fact {fact_id} of namespace {ns}")
-        })
-    }
-
-    /// The fact a pointer names, if the pointer and the fact exist.
-    fn pointed_fact(&self, ns: &str, pointer: &[u8]) -> Result<Option<Fact>> {
-        let Some(id) = self.read::<String>(pointer, || format!("fact pointer in {ns}"))? else {
-            return Ok(None);
-        };
-        self.read_fact(ns, &id)
-    }
-
     fn scan_typed<T: serde::de::DeserializeOwned>(
         &self,
         tag: u8,
@@ -82,20 +118,6 @@ impl<E: Engine> KvStore<E> {
         }
         Ok((out, resume))
     }
-
-    /// Deletes the pointer naming `fact`, if it still names this version
-    /// (a newer one may have taken it).
-    fn unpoint(&self, fact: &Fact, batch: &mut Batch) -> Result<()> {
-        let pointer = pointer_of(fact);
-        if self.read::<String>(&pointer, String::new)?.as_deref() == Some(fact.fact_id.as_str()) {
-            batch.push(Write::Delete(pointer));
-        }
-        Ok(())
-    }
-
-    fn episode_key_of(&self, ns: &str, session_id: &str) -> Result<Option<Vec<u8>>> {
-        self.engine().get(&keys::episode_of(ns, session_id))
-    }
 }
 
 impl<E: Engine> KnowledgeStore for KvStore<E> {
@@ -106,51 +128,53 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         identity: &FactIdentity,
         decide: &mut dyn FnMut(Option<Fact>) -> Result<FactPlan>,
     ) -> Result<FactPlan> {
-        let guard = self.lock(ns, &subject_lock(subject));
-        let plan = decide(self.pointed_fact(ns, &pointer(ns, subject, identity))?)?;
-        if !plan.write {
-            return Ok(plan);
-        }
-        let fact = &plan.fact;
-        let mut batch = Batch::new();
-        let mut notes = Vec::new();
-        match &plan.outcome {
-            PutOutcome::KeptClientFact | PutOutcome::Merged => {}
-            PutOutcome::Created | PutOutcome::Superseded(_) => {
-                batch.push(Write::Put(
-                    keys::subject_fact(ns, subject, &fact.fact_id),
-                    Vec::new(),
-                ));
-                batch.push(Write::Put(pointer_of(fact), codec::encode(&fact.fact_id)?));
+        let plan = self.locked(ns, &subject_lock(subject), |tx| {
+            let plan = decide(pointed_fact(tx, ns, &pointer(ns, subject, identity))?)?;
+            if !plan.write {
+                return Ok(plan);
             }
-        }
-        if let PutOutcome::Superseded(old) = &plan.outcome {
+            let fact = &plan.fact;
+            let mut batch = Batch::new();
+            let mut notes = Vec::new();
+            match &plan.outcome {
+                PutOutcome::KeptClientFact | PutOutcome::Merged => {}
+                PutOutcome::Created | PutOutcome::Superseded(_) => {
+                    batch.push(Write::Put(
+                        keys::subject_fact(ns, subject, &fact.fact_id),
+                        Vec::new(),
+                    ));
+                    batch.push(Write::Put(pointer_of(fact), codec::encode(&fact.fact_id)?));
+                }
+            }
+            if let PutOutcome::Superseded(old) = &plan.outcome {
+                batch.push(Write::Put(
+                    keys::fact(ns, &old.fact_id),
+                    codec::encode(old.as_ref())?,
+                ));
+                notes.push(IndexChange::Fact {
+                    namespace: ns.to_owned(),
+                    fact_id: old.fact_id.clone(),
+                });
+            }
             batch.push(Write::Put(
-                keys::fact(ns, &old.fact_id),
-                codec::encode(old.as_ref())?,
+                keys::fact(ns, &fact.fact_id),
+                codec::encode(fact)?,
             ));
             notes.push(IndexChange::Fact {
                 namespace: ns.to_owned(),
-                fact_id: old.fact_id.clone(),
+                fact_id: fact.fact_id.clone(),
             });
+            self.changes.commit(tx, batch, notes)?;
+            Ok(plan)
+        })?;
+        if plan.write {
+            self.durable()?;
         }
-        batch.push(Write::Put(
-            keys::fact(ns, &fact.fact_id),
-            codec::encode(fact)?,
-        ));
-        notes.push(IndexChange::Fact {
-            namespace: ns.to_owned(),
-            fact_id: fact.fact_id.clone(),
-        });
-        self.changes.commit(self.engine(), batch, notes)?;
-        drop(guard);
-        self.durable()?;
         Ok(plan)
     }
 
     fn get_fact(&self, ns: &str, fact_id: &str) -> Result<Fact> {
-        self.read_fact(ns, fact_id)?
-            .ok_or_else(|| fact_not_found(ns, fact_id))
+        read_fact(self.engine(), ns, fact_id)?.ok_or_else(|| fact_not_found(ns, fact_id))
     }
 
     fn list_facts(
@@ -172,7 +196,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
                     |k, _| {
                         let id = String::from_utf8_lossy(keys::last_component(k)).into_owned();
                         // An index entry without its fact: deleted meanwhile.
-                        let fact = self.read_fact(ns, &id)?.filter(|f| filter.matches(f));
+                        let fact = read_fact(self.engine(), ns, &id)?.filter(|f| filter.matches(f));
                         Ok((id, fact))
                     },
                 )
@@ -210,7 +234,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
             .scan_rev(&keys::subject_facts_of(ns, subject), scan_limit)?
         {
             let id = String::from_utf8_lossy(keys::last_component(&k)).into_owned();
-            if let Some(f) = self.read_fact(ns, &id)?.filter(Fact::is_current) {
+            if let Some(f) = read_fact(self.engine(), ns, &id)?.filter(Fact::is_current) {
                 out.push(f);
                 if out.len() == limit {
                     break;
@@ -226,41 +250,45 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         subject: &str,
         fate: &mut dyn FnMut(&Fact) -> FactFate,
     ) -> Result<()> {
-        let guard = self.lock(ns, &subject_lock(subject));
-        let mut batch = Batch::new();
-        let mut notes = Vec::new();
-        let mut from: Option<Vec<u8>> = None;
-        let prefix = keys::subject_facts_of(ns, subject);
-        loop {
-            let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            let chunk = self.engine().scan(bound, &prefix, 1024)?;
-            let Some((last, _)) = chunk.last() else { break };
-            from = Some(last.clone());
-            for (k, _) in &chunk {
-                let id = String::from_utf8_lossy(keys::last_component(k)).into_owned();
-                let Some(fact) = self.read_fact(ns, &id)? else {
-                    continue;
-                };
-                match fate(&fact) {
-                    FactFate::Keep => continue,
-                    FactFate::Delete => {
-                        batch.push(Write::Delete(keys::fact(ns, &id)));
-                        batch.push(Write::Delete(k.clone()));
-                        self.unpoint(&fact, &mut batch)?;
+        let changed = self.locked(ns, &subject_lock(subject), |tx| {
+            let mut batch = Batch::new();
+            let mut notes = Vec::new();
+            let mut from: Option<Vec<u8>> = None;
+            let prefix = keys::subject_facts_of(ns, subject);
+            loop {
+                let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+                let chunk = tx.scan(bound, &prefix, 1024)?;
+                let Some((last, _)) = chunk.last() else { break };
+                from = Some(last.clone());
+                for (k, _) in &chunk {
+                    let id = String::from_utf8_lossy(keys::last_component(k)).into_owned();
+                    let Some(fact) = read_fact(tx, ns, &id)? else {
+                        continue;
+                    };
+                    match fate(&fact) {
+                        FactFate::Keep => continue,
+                        FactFate::Delete => {
+                            batch.push(Write::Delete(keys::fact(ns, &id)));
+                            batch.push(Write::Delete(k.clone()));
+                            unpoint(tx, &fact, &mut batch)?;
+                        }
+                        FactFate::Rewrite(f) => {
+                            batch.push(Write::Put(keys::fact(ns, &id), codec::encode(f.as_ref())?));
+                        }
                     }
-                    FactFate::Rewrite(f) => {
-                        batch.push(Write::Put(keys::fact(ns, &id), codec::encode(f.as_ref())?));
-                    }
+                    notes.push(IndexChange::Fact {
+                        namespace: ns.to_owned(),
+                        fact_id: id,
+                    });
                 }
-                notes.push(IndexChange::Fact {
-                    namespace: ns.to_owned(),
-                    fact_id: id,
-                });
             }
-        }
-        if !notes.is_empty() {
-            self.changes.commit(self.engine(), batch, notes)?;
-            drop(guard);
+            if notes.is_empty() {
+                return Ok(false);
+            }
+            self.changes.commit(tx, batch, notes)?;
+            Ok(true)
+        })?;
+        if changed {
             self.durable()?;
         }
         Ok(())
@@ -269,20 +297,21 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
     fn delete_fact(&self, ns: &str, fact_id: &str) -> Result<Fact> {
         let peek = self.get_fact(ns, fact_id)?;
         let subject = peek.subject_id.clone();
-        let guard = self.lock(ns, &subject_lock(&subject));
-        let fact = self.get_fact(ns, fact_id)?;
-        let mut batch: Batch = vec![
-            Write::Delete(keys::fact(ns, fact_id)),
-            Write::Delete(keys::subject_fact(ns, &subject, fact_id)),
-        ];
-        let mut notes = Vec::new();
-        self.unpoint(&fact, &mut batch)?;
-        notes.push(IndexChange::Fact {
-            namespace: ns.to_owned(),
-            fact_id: fact_id.to_owned(),
-        });
-        self.changes.commit(self.engine(), batch, notes)?;
-        drop(guard);
+        let fact = self.locked(ns, &subject_lock(&subject), |tx| {
+            let fact = read_fact(tx, ns, fact_id)?.ok_or_else(|| fact_not_found(ns, fact_id))?;
+            let mut batch: Batch = vec![
+                Write::Delete(keys::fact(ns, fact_id)),
+                Write::Delete(keys::subject_fact(ns, &subject, fact_id)),
+            ];
+            let mut notes = Vec::new();
+            unpoint(tx, &fact, &mut batch)?;
+            notes.push(IndexChange::Fact {
+                namespace: ns.to_owned(),
+                fact_id: fact_id.to_owned(),
+            });
+            self.changes.commit(tx, batch, notes)?;
+            Ok(fact)
+        })?;
         self.durable()?;
         Ok(fact)
     }
@@ -293,58 +322,61 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         session_id: &str,
         decide: &mut DecideEpisode<'_>,
     ) -> Result<Option<Episode>> {
-        let guard = self.lock(ns, session_id);
-        let mut session = self.read_session(ns, session_id)?;
-        let version = session.summary.version;
-        let summary = match version {
-            0 => None,
-            v => self.read_summary(ns, session_id, v)?,
-        };
-        let overrides = self.action_statuses(ns, session_id)?;
-        let Some(EpisodePlan { episode, carried }) =
-            decide(&session, summary.as_ref(), &overrides)?
-        else {
-            return Ok(None);
-        };
-        let subject = session.subject_id.clone();
-        let mut batch = Batch::new();
-        let mut notes = Vec::new();
-        if let Some(old) = self.episode_key_of(ns, session_id)? {
-            batch.push(Write::Delete(old));
-        }
-        for (k, _) in self.engine().scan(
-            Bound::Unbounded,
-            &keys::carried_of_session(ns, &subject, session_id),
-            usize::MAX,
-        )? {
-            batch.push(Write::Delete(k));
-        }
-        let ekey = keys::episode(ns, &subject, episode.ended_at, session_id);
-        batch.push(Write::Put(ekey.clone(), codec::encode(&episode)?));
-        batch.push(Write::Put(keys::episode_of(ns, session_id), ekey));
-        for c in &carried {
+        let episode = self.locked(ns, session_id, |tx| {
+            let mut session = read_session(tx, ns, session_id)?;
+            let version = session.summary.version;
+            let summary = match version {
+                0 => None,
+                v => read_summary(tx, ns, session_id, v)?,
+            };
+            let overrides = action_statuses(tx, ns, session_id)?;
+            let Some(EpisodePlan { episode, carried }) =
+                decide(&session, summary.as_ref(), &overrides)?
+            else {
+                return Ok(None);
+            };
+            let subject = session.subject_id.clone();
+            let mut batch = Batch::new();
+            let mut notes = Vec::new();
+            if let Some(old) = episode_key_of(tx, ns, session_id)? {
+                batch.push(Write::Delete(old));
+            }
+            for (k, _) in tx.scan(
+                Bound::Unbounded,
+                &keys::carried_of_session(ns, &subject, session_id),
+                usize::MAX,
+            )? {
+                batch.push(Write::Delete(k));
+            }
+            let ekey = keys::episode(ns, &subject, episode.ended_at, session_id);
+            batch.push(Write::Put(ekey.clone(), codec::encode(&episode)?));
+            batch.push(Write::Put(keys::episode_of(ns, session_id), ekey));
+            for c in &carried {
+                batch.push(Write::Put(
+                    keys::carried(ns, &subject, session_id, c.action_ref.action_seq),
+                    codec::encode(c)?,
+                ));
+            }
+            session.episode_version = episode.summary_version;
             batch.push(Write::Put(
-                keys::carried(ns, &subject, session_id, c.action_ref.action_seq),
-                codec::encode(c)?,
+                keys::session(ns, session_id),
+                codec::encode(&session)?,
             ));
+            notes.push(IndexChange::Episode {
+                namespace: ns.to_owned(),
+                session_id: session_id.to_owned(),
+            });
+            self.changes.commit(tx, batch, notes)?;
+            Ok(Some(episode))
+        })?;
+        if episode.is_some() {
+            self.durable()?;
         }
-        session.episode_version = episode.summary_version;
-        batch.push(Write::Put(
-            keys::session(ns, session_id),
-            codec::encode(&session)?,
-        ));
-        notes.push(IndexChange::Episode {
-            namespace: ns.to_owned(),
-            session_id: session_id.to_owned(),
-        });
-        self.changes.commit(self.engine(), batch, notes)?;
-        drop(guard);
-        self.durable()?;
-        Ok(Some(episode))
+        Ok(episode)
     }
 
     fn get_episode(&self, ns: &str, session_id: &str) -> Result<Option<Episode>> {
-        let Some(k) = self.episode_key_of(ns, session_id)? else {
+        let Some(k) = episode_key_of(self.engine(), ns, session_id)? else {
             return Ok(None);
         };
         self.read(&k, || format!("episode of session {ns}/{session_id}"))
@@ -388,19 +420,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
     }
 
     fn action_statuses(&self, ns: &str, session_id: &str) -> Result<BTreeMap<u64, ActionStatus>> {
-        // Bounded by the summary's actions (one status per action).
-        let mut out = BTreeMap::new();
-        for (k, v) in self.engine().scan(
-            Bound::Unbounded,
-            &keys::action_statuses_of(ns, session_id),
-            usize::MAX,
-        )? {
-            let st: ActionStatus = codec::decode(&v, || {
-                format!("an action status of session {ns}/{session_id}")
-            })?;
-            out.insert(keys::seq_of(&k), st);
-        }
-        Ok(out)
+        action_statuses(self.engine(), ns, session_id)
     }
 
     fn set_action_status(
@@ -411,39 +431,40 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         decide: &mut DecideAction<'_>,
     ) -> Result<PendingAction> {
         let sid = action.session_id.as_str();
-        let guard = self.lock(ns, sid);
-        let session = self.read_session(ns, sid)?;
-        let summary = match session.summary.version {
-            0 => None,
-            v => self.read_summary(ns, sid, v)?,
-        };
-        let ekey = self.episode_key_of(ns, sid)?;
-        let episode: Option<Episode> = match &ekey {
-            Some(k) => self.read(k, || format!("episode of session {ns}/{sid}"))?,
-            None => None,
-        };
-        let plan = decide(&session, summary.as_ref(), episode)?;
-        let mut batch: Batch = vec![Write::Put(
-            keys::action_status(ns, sid, action.action_seq),
-            codec::encode(&status)?,
-        )];
-        let mut notes = Vec::new();
-        if let (Some(ekey), Some(ep)) = (ekey, &plan.episode) {
-            let ckey = keys::carried(ns, &session.subject_id, sid, action.action_seq);
-            match &plan.carried {
-                Some(c) => batch.push(Write::Put(ckey, codec::encode(c)?)),
-                None => batch.push(Write::Delete(ckey)),
+        let action = self.locked(ns, sid, |tx| {
+            let session = read_session(tx, ns, sid)?;
+            let summary = match session.summary.version {
+                0 => None,
+                v => read_summary(tx, ns, sid, v)?,
+            };
+            let ekey = episode_key_of(tx, ns, sid)?;
+            let episode: Option<Episode> = match &ekey {
+                Some(k) => read(tx, k, || format!("episode of session {ns}/{sid}"))?,
+                None => None,
+            };
+            let plan = decide(&session, summary.as_ref(), episode)?;
+            let mut batch: Batch = vec![Write::Put(
+                keys::action_status(ns, sid, action.action_seq),
+                codec::encode(&status)?,
+            )];
+            let mut notes = Vec::new();
+            if let (Some(ekey), Some(ep)) = (ekey, &plan.episode) {
+                let ckey = keys::carried(ns, &session.subject_id, sid, action.action_seq);
+                match &plan.carried {
+                    Some(c) => batch.push(Write::Put(ckey, codec::encode(c)?)),
+                    None => batch.push(Write::Delete(ckey)),
+                }
+                batch.push(Write::Put(ekey, codec::encode(ep)?));
+                notes.push(IndexChange::Episode {
+                    namespace: ns.to_owned(),
+                    session_id: sid.to_owned(),
+                });
             }
-            batch.push(Write::Put(ekey, codec::encode(ep)?));
-            notes.push(IndexChange::Episode {
-                namespace: ns.to_owned(),
-                session_id: sid.to_owned(),
-            });
-        }
-        self.changes.commit(self.engine(), batch, notes)?;
-        drop(guard);
+            self.changes.commit(tx, batch, notes)?;
+            Ok(plan.action)
+        })?;
         self.durable()?;
-        Ok(plan.action)
+        Ok(action)
     }
 
     fn scan_facts(&self, after: Option<&[u8]>, limit: usize) -> Result<ScanPage<Fact>> {

@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::claims::ClaimTable;
 use super::commit::{self, GroupCommit};
-use super::engine::{Batch, Engine, MemoryEngine, SledEngine, Write};
+use super::engine::{Batch, Engine, MemoryEngine, Read, SledEngine, Txn, Write};
 use super::outbox::ChangeLog;
 use super::{
     codec, keys, legacy, AppendPlan, Appended, DecideAppend, DecideRemoval, Removed, SessionPage,
@@ -45,6 +45,8 @@ pub struct KvStore<E: Engine> {
 pub type SledStore = KvStore<SledEngine>;
 /// A `KvStore` in process memory (nothing survives a restart).
 pub type MemoryStore = KvStore<MemoryEngine>;
+/// A `KvStore` on PostgreSQL, shared by every daemon using the database.
+pub type PgStore = KvStore<super::postgres::PgEngine>;
 
 impl SledStore {
     /// Opens the sled store in `dir` (see [`SledEngine::open`]).
@@ -55,6 +57,13 @@ impl SledStore {
     /// As [`SledStore::open`], with a page cache of `cache_mb` MiB.
     pub fn open_with_cache(dir: &std::path::Path, cache_mb: u64) -> Result<Self> {
         Ok(KvStore::new(SledEngine::open_with_cache(dir, cache_mb)?))
+    }
+}
+
+impl PgStore {
+    /// Connects to PostgreSQL (see [`super::postgres::PgEngine::open`]).
+    pub fn connect(options: &super::postgres::PgOptions) -> Result<Self> {
+        Ok(KvStore::new(super::postgres::PgEngine::open(options)?))
     }
 }
 
@@ -93,7 +102,20 @@ impl<E: Engine> KvStore<E> {
         &self.engine
     }
 
-    /// Serializes writers of one session.
+    /// Runs `work` as one unit of the engine under the lock of
+    /// `(ns, name)` (a session id, or a subject's lock name): the lock
+    /// stripe of a local engine, the lock row of a shared one.
+    pub(crate) fn locked<T>(
+        &self,
+        ns: &str,
+        name: &str,
+        work: impl FnOnce(&mut dyn Txn) -> Result<T>,
+    ) -> Result<T> {
+        let _stripe = self.engine.shared().is_none().then(|| self.lock(ns, name));
+        self.engine.locked(&keys::session(ns, name), work)
+    }
+
+    /// Serializes writers of one session in this process.
     pub(crate) fn lock(&self, ns: &str, session_id: &str) -> MutexGuard<'_, ()> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (ns, session_id).hash(&mut h);
@@ -108,18 +130,11 @@ impl<E: Engine> KvStore<E> {
         key: &[u8],
         what: impl FnOnce() -> String,
     ) -> Result<Option<T>> {
-        match self.engine.get(key)? {
-            Some(v) => codec::decode(&v, what).map(Some),
-            None => Ok(None),
-        }
+        read(&self.engine, key, what)
     }
 
     pub(crate) fn read_session(&self, ns: &str, session_id: &str) -> Result<Session> {
-        let bytes = self
-            .engine
-            .get(&keys::session(ns, session_id))?
-            .ok_or_else(|| Error::session_not_found(ns, session_id))?;
-        legacy::decode_session(&bytes, || format!("session record of {ns}/{session_id}"))
+        read_session(&self.engine, ns, session_id)
     }
 
     /// One page of a filtered listing: walks the keys with `prefix` after
@@ -149,68 +164,88 @@ impl<E: Engine> KvStore<E> {
         }
         Ok((kept, None))
     }
+}
 
-    /// Removes every key with `prefix`, in bounded batches; returns how many.
-    fn delete_prefix(&self, prefix: &[u8]) -> Result<u64> {
-        let mut n = 0u64;
-        loop {
-            let chunk = self.engine.scan(Bound::Unbounded, prefix, DELETE_CHUNK)?;
-            if chunk.is_empty() {
-                return Ok(n);
-            }
-            n += chunk.len() as u64;
-            self.engine
-                .apply(chunk.into_iter().map(|(k, _)| Write::Delete(k)).collect())?;
-        }
+/// Reads and verifies a record through `r`.
+pub(super) fn read<T: serde::de::DeserializeOwned>(
+    r: &dyn Read,
+    key: &[u8],
+    what: impl FnOnce() -> String,
+) -> Result<Option<T>> {
+    match r.get(key)? {
+        Some(v) => codec::decode(&v, what).map(Some),
+        None => Ok(None),
     }
 }
 
-impl<E: Engine> KvStore<E> {
-    /// Removes every record that hangs off a session (not the session
-    /// record itself); returns the number of turns removed. Caller holds
-    /// the session's lock.
-    fn purge_records(&self, ns: &str, session_id: &str) -> Result<u64> {
-        let turns = self.delete_prefix(&keys::turns_of(ns, session_id))?;
-        self.delete_prefix(&keys::action_statuses_of(ns, session_id))?;
-        self.delete_prefix(&keys::idempotency_of(ns, session_id))?;
-        self.delete_prefix(&keys::summaries_of(ns, session_id))?;
-        self.delete_prefix(&keys::audits_of(ns, session_id))?;
-        self.engine
-            .apply(vec![Write::Delete(keys::fold(ns, session_id))])?;
-        // Review items are keyed by namespace; drop this session's.
-        let prefix = keys::reviews_of(ns);
-        let mut from: Option<Vec<u8>> = None;
-        loop {
-            let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            let chunk = self.engine.scan(bound, &prefix, DELETE_CHUNK)?;
-            let Some((last, _)) = chunk.last() else { break };
-            from = Some(last.clone());
-            let mut batch = Batch::new();
-            for (k, v) in &chunk {
-                // A corrupt review item cannot be attributed; keep it.
-                if let Ok(item) = codec::decode::<ReviewItem>(v, String::new) {
-                    if item.session_id == session_id {
-                        batch.push(Write::Delete(k.clone()));
-                    }
+/// Reads a session record through `r`; `NotFound` when absent.
+pub(super) fn read_session(r: &dyn Read, ns: &str, session_id: &str) -> Result<Session> {
+    let bytes = r
+        .get(&keys::session(ns, session_id))?
+        .ok_or_else(|| Error::session_not_found(ns, session_id))?;
+    legacy::decode_session(&bytes, || format!("session record of {ns}/{session_id}"))
+}
+
+/// Summary version `v` of a session through `r`, if stored.
+pub(super) fn read_summary(
+    r: &dyn Read,
+    ns: &str,
+    session_id: &str,
+    v: u64,
+) -> Result<Option<SessionSummary>> {
+    read(r, &keys::summary(ns, session_id, v), || {
+        format!("summary version {v} of session {ns}/{session_id}")
+    })
+}
+
+/// Removes every key with `prefix`, in bounded batches; returns how many.
+fn delete_prefix(tx: &mut dyn Txn, prefix: &[u8]) -> Result<u64> {
+    let mut n = 0u64;
+    loop {
+        let chunk = tx.scan(Bound::Unbounded, prefix, DELETE_CHUNK)?;
+        if chunk.is_empty() {
+            return Ok(n);
+        }
+        n += chunk.len() as u64;
+        tx.apply(chunk.into_iter().map(|(k, _)| Write::Delete(k)).collect())?;
+    }
+}
+
+/// Removes every record that hangs off a session (not the session record
+/// itself); returns the number of turns removed. Runs under the session's
+/// lock.
+fn purge_records(tx: &mut dyn Txn, ns: &str, session_id: &str) -> Result<u64> {
+    let turns = delete_prefix(tx, &keys::turns_of(ns, session_id))?;
+    delete_prefix(tx, &keys::action_statuses_of(ns, session_id))?;
+    delete_prefix(tx, &keys::idempotency_of(ns, session_id))?;
+    delete_prefix(tx, &keys::summaries_of(ns, session_id))?;
+    delete_prefix(tx, &keys::audits_of(ns, session_id))?;
+    tx.apply(vec![Write::Delete(keys::fold(ns, session_id))])?;
+    // Review items are keyed by namespace; drop this session's.
+    let prefix = keys::reviews_of(ns);
+    let mut from: Option<Vec<u8>> = None;
+    loop {
+        let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let chunk = tx.scan(bound, &prefix, DELETE_CHUNK)?;
+        let Some((last, _)) = chunk.last() else { break };
+        from = Some(last.clone());
+        let mut batch = Batch::new();
+        for (k, v) in &chunk {
+            // A corrupt review item cannot be attributed; keep it.
+            if let Ok(item) = codec::decode::<ReviewItem>(v, String::new) {
+                if item.session_id == session_id {
+                    batch.push(Write::Delete(k.clone()));
                 }
             }
-            self.engine.apply(batch)?;
         }
-        Ok(turns)
+        tx.apply(batch)?;
     }
+    Ok(turns)
+}
 
-    /// Summary version `v` of a session, if stored (the session record is
-    /// not read).
-    pub(super) fn read_summary(
-        &self,
-        ns: &str,
-        session_id: &str,
-        v: u64,
-    ) -> Result<Option<SessionSummary>> {
-        self.read(&keys::summary(ns, session_id, v), || {
-            format!("summary version {v} of session {ns}/{session_id}")
-        })
-    }
+/// The topic other daemons' watchers of a session listen for.
+pub(super) fn watch_topic(ns: &str, session_id: &str) -> String {
+    format!("{ns}\t{session_id}")
 }
 
 fn session_id_of(key: &[u8]) -> Result<String> {
@@ -221,26 +256,26 @@ fn session_id_of(key: &[u8]) -> Result<String> {
 impl<E: Engine> SessionStore for KvStore<E> {
     fn create_session(&self, session: &Session) -> Result<()> {
         let (ns, id) = (&session.namespace, &session.session_id);
-        let guard = self.lock(ns, id);
-        let key = keys::session(ns, id);
-        if self.engine.get(&key)?.is_some() {
-            return Err(Error::AlreadyExists(format!(
-                "session {id:?} already exists in namespace {ns:?}"
-            )));
-        }
-        // Records a crash left behind while deleting an earlier session of
-        // the same id must not leak into the new one.
-        self.purge_records(ns, id)?;
-        let mut batch: Batch = vec![Write::Put(key, codec::encode(session)?)];
-        if !session.subject_id.is_empty() {
-            batch.push(Write::Put(
-                keys::subject(ns, &session.subject_id, id),
-                Vec::new(),
-            ));
-        }
-        self.engine.apply(batch)?;
+        self.locked(ns, id, |tx| {
+            let key = keys::session(ns, id);
+            if tx.get(&key)?.is_some() {
+                return Err(Error::AlreadyExists(format!(
+                    "session {id:?} already exists in namespace {ns:?}"
+                )));
+            }
+            // Records a crash left behind while deleting an earlier session
+            // of the same id must not leak into the new one.
+            purge_records(tx, ns, id)?;
+            let mut batch: Batch = vec![Write::Put(key, codec::encode(session)?)];
+            if !session.subject_id.is_empty() {
+                batch.push(Write::Put(
+                    keys::subject(ns, &session.subject_id, id),
+                    Vec::new(),
+                ));
+            }
+            tx.apply(batch)
+        })?;
         // Outside the lock: writers waiting for it join the same sync.
-        drop(guard);
         self.durable()
     }
 
@@ -299,62 +334,64 @@ impl<E: Engine> SessionStore for KvStore<E> {
         session_id: &str,
         change: &mut dyn FnMut(&mut Session) -> Result<()>,
     ) -> Result<Session> {
-        let guard = self.lock(ns, session_id);
-        let mut s = self.read_session(ns, session_id)?;
-        let subject = s.subject_id.clone();
-        change(&mut s)?;
-        if s.subject_id != subject {
-            return Err(Error::Internal("a session's subject cannot change".into()));
-        }
-        self.engine.apply(vec![Write::Put(
-            keys::session(ns, session_id),
-            codec::encode(&s)?,
-        )])?;
+        let s = self.locked(ns, session_id, |tx| {
+            let mut s = read_session(tx, ns, session_id)?;
+            let subject = s.subject_id.clone();
+            change(&mut s)?;
+            if s.subject_id != subject {
+                return Err(Error::Internal("a session's subject cannot change".into()));
+            }
+            tx.apply(vec![Write::Put(
+                keys::session(ns, session_id),
+                codec::encode(&s)?,
+            )])?;
+            tx.announce(watch_topic(ns, session_id));
+            Ok(s)
+        })?;
         // Outside the lock: writers waiting for it join the same sync.
-        drop(guard);
         self.durable()?;
         Ok(s)
     }
 
     fn delete_session(&self, ns: &str, session_id: &str) -> Result<u64> {
-        let guard = self.lock(ns, session_id);
-        let session = match self.read_session(ns, session_id) {
-            Ok(s) => Some(s),
-            // A corrupt session record must still be deletable.
-            Err(Error::DataLoss(_)) => None,
-            Err(e) => return Err(e),
-        };
-        // The session record goes first, atomically with its index entry:
-        // from then on the session is gone for every reader, and the
-        // remaining records (removed in bounded batches below) are
-        // unreachable even if a crash interrupts the cleanup.
-        // Its episode and carried actions go in the same batch (they are
-        // what other sessions of the subject see), and the search index is
-        // told to forget the session.
-        let mut batch: Batch = vec![Write::Delete(keys::session(ns, session_id))];
-        if let Some(s) = session.as_ref().filter(|s| !s.subject_id.is_empty()) {
-            batch.push(Write::Delete(keys::subject(ns, &s.subject_id, session_id)));
-            for (k, _) in self.engine.scan(
-                Bound::Unbounded,
-                &keys::carried_of_session(ns, &s.subject_id, session_id),
-                usize::MAX,
-            )? {
-                batch.push(Write::Delete(k));
+        let turns = self.locked(ns, session_id, |tx| {
+            let session = match read_session(tx, ns, session_id) {
+                Ok(s) => Some(s),
+                // A corrupt session record must still be deletable.
+                Err(Error::DataLoss(_)) => None,
+                Err(e) => return Err(e),
+            };
+            // The session record goes first, atomically with its index entry:
+            // from then on the session is gone for every reader, and the
+            // remaining records (removed in bounded batches below) are
+            // unreachable even if a crash interrupts the cleanup.
+            // Its episode and carried actions go in the same batch (they are
+            // what other sessions of the subject see), and the search index is
+            // told to forget the session.
+            let mut batch: Batch = vec![Write::Delete(keys::session(ns, session_id))];
+            if let Some(s) = session.as_ref().filter(|s| !s.subject_id.is_empty()) {
+                batch.push(Write::Delete(keys::subject(ns, &s.subject_id, session_id)));
+                for (k, _) in tx.scan(
+                    Bound::Unbounded,
+                    &keys::carried_of_session(ns, &s.subject_id, session_id),
+                    usize::MAX,
+                )? {
+                    batch.push(Write::Delete(k));
+                }
             }
-        }
-        let pointer = keys::episode_of(ns, session_id);
-        if let Some(episode_key) = self.engine.get(&pointer)? {
-            batch.push(Write::Delete(episode_key));
-            batch.push(Write::Delete(pointer));
-        }
-        let note = IndexChange::SessionDeleted {
-            namespace: ns.to_owned(),
-            session_id: session_id.to_owned(),
-        };
-        self.changes.commit(&self.engine, batch, vec![note])?;
-        let turns = self.purge_records(ns, session_id)?;
+            let pointer = keys::episode_of(ns, session_id);
+            if let Some(episode_key) = tx.get(&pointer)? {
+                batch.push(Write::Delete(episode_key));
+                batch.push(Write::Delete(pointer));
+            }
+            let note = IndexChange::SessionDeleted {
+                namespace: ns.to_owned(),
+                session_id: session_id.to_owned(),
+            };
+            self.changes.commit(tx, batch, vec![note])?;
+            purge_records(tx, ns, session_id)
+        })?;
         // Outside the lock: writers waiting for it join the same sync.
-        drop(guard);
         self.durable()?;
         Ok(turns)
     }
@@ -367,16 +404,15 @@ impl<E: Engine> SessionStore for KvStore<E> {
         decide: &mut DecideAppend<'_>,
     ) -> Result<Appended> {
         let idem_key = idempotency_key.map(|ik| keys::idempotency(ns, session_id, ik));
-        let appended = {
-            let _g = self.lock(ns, session_id);
-            let current = self.read_session(ns, session_id)?;
+        let appended = self.locked(ns, session_id, |tx| {
+            let current = read_session(tx, ns, session_id)?;
             let previous = match &idem_key {
-                Some(k) => self.read::<IdempotencyRecord>(k, || {
+                Some(k) => read::<IdempotencyRecord>(tx, k, || {
                     format!("idempotency record of {ns}/{session_id}")
                 })?,
                 None => None,
             };
-            match decide(&current, previous.as_ref())? {
+            Ok(match decide(&current, previous.as_ref())? {
                 AppendPlan::Replay(outcome) => Appended {
                     outcome,
                     previous_state: current.state,
@@ -424,15 +460,16 @@ impl<E: Engine> SessionStore for KvStore<E> {
                         first_seq: outcome.first_seq,
                         last_seq: outcome.last_seq,
                     };
-                    self.changes.commit(&self.engine, batch, vec![note])?;
+                    self.changes.commit(tx, batch, vec![note])?;
+                    tx.announce(watch_topic(ns, session_id));
                     Appended {
                         outcome,
                         session: *session,
                         previous_state: current.state,
                     }
                 }
-            }
-        };
+            })
+        })?;
         // Outside the lock, so writers of other sessions on this stripe
         // join the same sync. A replay waits too: the original write may
         // not be durable yet.
@@ -446,16 +483,15 @@ impl<E: Engine> SessionStore for KvStore<E> {
         session_id: &str,
         decide: &mut DecideRemoval<'_>,
     ) -> Result<Removed> {
-        let removed = {
-            let _g = self.lock(ns, session_id);
-            let current = self.read_session(ns, session_id)?;
+        let removed = self.locked(ns, session_id, |tx| {
+            let current = read_session(tx, ns, session_id)?;
             let last = match current.next_seq.checked_sub(1).filter(|&s| s > 0) {
-                Some(seq) => self.read::<Turn>(&keys::turn(ns, session_id, seq), || {
+                Some(seq) => read::<Turn>(tx, &keys::turn(ns, session_id, seq), || {
                     format!("turn {seq} of {ns}/{session_id}")
                 })?,
                 None => None,
             };
-            match (decide(&current, last.as_ref())?, last) {
+            Ok(match (decide(&current, last.as_ref())?, last) {
                 (None, _) => Removed {
                     turn: None,
                     session: current,
@@ -475,7 +511,8 @@ impl<E: Engine> SessionStore for KvStore<E> {
                         session_id: session_id.to_owned(),
                         seq: turn.seq,
                     };
-                    self.changes.commit(&self.engine, batch, vec![note])?;
+                    self.changes.commit(tx, batch, vec![note])?;
+                    tx.announce(watch_topic(ns, session_id));
                     Removed {
                         turn: Some(turn),
                         session: *session,
@@ -486,8 +523,8 @@ impl<E: Engine> SessionStore for KvStore<E> {
                         "a removal plan for {ns}/{session_id}, which has no turn to remove"
                     )))
                 }
-            }
-        };
+            })
+        })?;
         self.durable()?;
         Ok(removed)
     }
@@ -579,8 +616,8 @@ impl<E: Engine> SummaryStore for KvStore<E> {
     }
 
     fn save_summary(&self, ns: &str, session_id: &str, write: SummaryWrite) -> Result<Session> {
-        let guard = self.lock(ns, session_id);
-        let mut session = self.read_session(ns, session_id)?;
+        let session = self.locked(ns, session_id, |tx| {
+        let mut session = read_session(tx, ns, session_id)?;
         if session.summary.version != write.base_version {
             return Err(Error::Aborted(format!(
                 "session {ns}/{session_id} got summary version {} while this one was being written from version {}",
@@ -619,9 +656,11 @@ impl<E: Engine> SummaryStore for KvStore<E> {
             keys::session(ns, session_id),
             codec::encode(&session)?,
         ));
-        self.engine.apply(batch)?;
+        tx.apply(batch)?;
+        tx.announce(watch_topic(ns, session_id));
+        Ok(session)
+        })?;
         // Outside the lock: writers waiting for it join the same sync.
-        drop(guard);
         self.durable()?;
         Ok(session)
     }
@@ -638,7 +677,7 @@ impl<E: Engine> SummaryStore for KvStore<E> {
                 "session {ns}/{session_id} has no summary yet"
             )));
         }
-        self.read_summary(ns, session_id, v)?.ok_or_else(|| {
+        read_summary(&self.engine, ns, session_id, v)?.ok_or_else(|| {
             Error::NotFound(format!(
                 "session {ns}/{session_id} has no summary version {v}"
             ))
@@ -651,7 +690,7 @@ impl<E: Engine> SummaryStore for KvStore<E> {
         session_id: &str,
         version: u64,
     ) -> Result<Option<SessionSummary>> {
-        self.read_summary(ns, session_id, version)
+        read_summary(&self.engine, ns, session_id, version)
     }
 
     fn list_summaries(
@@ -665,7 +704,7 @@ impl<E: Engine> SummaryStore for KvStore<E> {
         let top = at_most.min(session.summary.version);
         let mut out = Vec::new();
         for v in (1..=top).rev().take(limit) {
-            if let Some(s) = self.read_summary(ns, session_id, v)? {
+            if let Some(s) = read_summary(&self.engine, ns, session_id, v)? {
                 out.push(s);
             }
         }
@@ -730,39 +769,39 @@ impl<E: Engine> SummaryStore for KvStore<E> {
         decide: &mut dyn FnMut(&ReviewItem) -> Result<ReviewItem>,
     ) -> Result<ReviewItem> {
         let key = keys::review(ns, review_id);
-        let read = || -> Result<ReviewItem> {
-            self.read(&key, || format!("review item {ns}/{review_id}"))?
-                .ok_or_else(|| {
-                    Error::NotFound(format!(
-                        "review item {review_id:?} not found in namespace {ns:?}"
-                    ))
-                })
+        let read_item = |r: &dyn Read| -> Result<ReviewItem> {
+            read(r, &key, || format!("review item {ns}/{review_id}"))?.ok_or_else(|| {
+                Error::NotFound(format!(
+                    "review item {review_id:?} not found in namespace {ns:?}"
+                ))
+            })
         };
-        let peek = read()?;
-        let guard = self.lock(ns, &peek.session_id);
-        // Re-read under the session's lock: a concurrent resolve may have won.
-        let item = decide(&read()?)?;
-        let mut batch: Batch = vec![Write::Put(key.clone(), codec::encode(&item)?)];
-        match self.read_session(ns, &item.session_id) {
-            Ok(mut session) => {
-                session.summary.audit_seq += 1;
-                audit.audit_seq = session.summary.audit_seq;
-                batch.push(Write::Put(
-                    keys::audit(ns, &item.session_id, audit.audit_seq),
-                    codec::encode(&audit)?,
-                ));
-                batch.push(Write::Put(
-                    keys::session(ns, &item.session_id),
-                    codec::encode(&session)?,
-                ));
+        let peek = read_item(&self.engine)?;
+        let item = self.locked(ns, &peek.session_id, |tx| {
+            // Re-read under the session's lock: a concurrent resolve may have won.
+            let item = decide(&read_item(tx)?)?;
+            let mut batch: Batch = vec![Write::Put(key.clone(), codec::encode(&item)?)];
+            match read_session(tx, ns, &item.session_id) {
+                Ok(mut session) => {
+                    session.summary.audit_seq += 1;
+                    audit.audit_seq = session.summary.audit_seq;
+                    batch.push(Write::Put(
+                        keys::audit(ns, &item.session_id, audit.audit_seq),
+                        codec::encode(&audit)?,
+                    ));
+                    batch.push(Write::Put(
+                        keys::session(ns, &item.session_id),
+                        codec::encode(&session)?,
+                    ));
+                }
+                // The session was deleted meanwhile: resolve the item anyway.
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
             }
-            // The session was deleted meanwhile: resolve the item anyway.
-            Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
-        self.engine.apply(batch)?;
+            tx.apply(batch)?;
+            Ok(item)
+        })?;
         // Outside the lock: writers waiting for it join the same sync.
-        drop(guard);
         self.durable()?;
         Ok(item)
     }

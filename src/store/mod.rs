@@ -23,10 +23,11 @@ mod knowledge;
 mod kv;
 pub mod legacy;
 mod outbox;
+pub mod postgres;
 
 use std::collections::BTreeMap;
 
-pub use self::kv::{KvStore, MemoryStore, SledStore};
+pub use self::kv::{KvStore, MemoryStore, PgStore, SledStore};
 use crate::error::Result;
 use crate::model::{
     ActionRef, ActionStatus, AppendOutcome, AuditRecord, CarriedAction, Episode, Fact, FactFilter,

@@ -13,7 +13,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::engine::{Batch, Engine, Write};
+use super::engine::{Batch, Engine, Txn, Write};
 use super::{codec, keys, KvStore, Outbox, OutboxPage};
 use crate::error::{Error, Result};
 use crate::model::{now_nanos, IndexChange};
@@ -72,19 +72,28 @@ impl ChangeLog {
 
     /// Applies `batch` with an outbox entry for each of `notes`, ids
     /// assigned in order under the order lock.
+    ///
+    /// A shared engine numbers the entries itself (several processes add
+    /// them); this log's counts then cover only what this process added,
+    /// and the port counts and prunes from the engine instead.
     pub(super) fn commit(
         &self,
-        engine: &dyn Engine,
+        tx: &mut dyn Txn,
         mut batch: Batch,
         notes: Vec<IndexChange>,
     ) -> Result<()> {
+        if tx.numbers_entries() {
+            tx.apply(batch)?;
+            let entries = notes.iter().map(codec::encode).collect::<Result<_>>()?;
+            return tx.add_entries(entries, keys::change);
+        }
         let _order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let n = notes.len() as u64;
         for note in &notes {
             let id = self.next.fetch_add(1, Ordering::Relaxed);
             batch.push(Write::Put(keys::change(id), codec::encode(note)?));
         }
-        engine.apply(batch)?;
+        tx.apply(batch)?;
         self.committed(n);
         Ok(())
     }
@@ -182,6 +191,21 @@ impl<E: Engine> Outbox for KvStore<E> {
             }
             c.values().map(|(cursor, _)| *cursor).min().unwrap_or(0)
         };
+        // Other processes' consumers of a shared engine are known only by
+        // their stored cursors.
+        let lowest = if self.engine().shared().is_some() {
+            let mut lowest = lowest;
+            for (k, v) in self
+                .engine()
+                .scan(Bound::Unbounded, &[keys::CURSOR], usize::MAX)?
+            {
+                let name = String::from_utf8_lossy(&k[1..]).into_owned();
+                lowest = lowest.min(decode_cursor(&v, &name)?);
+            }
+            lowest
+        } else {
+            lowest
+        };
         drop(order);
         // Prune what every consumer has passed, in bounded batches.
         loop {
@@ -213,7 +237,11 @@ impl<E: Engine> Outbox for KvStore<E> {
 
     fn outbox_backlog(&self, consumer: &str) -> Result<u64> {
         let _order = self.changes.order.lock().unwrap_or_else(|p| p.into_inner());
-        self.changes.cursor(consumer);
+        let cursor = self.changes.cursor(consumer);
+        if let Some(shared) = self.engine().shared() {
+            let from = keys::change(cursor);
+            return shared.count(Bound::Excluded(&from), &[keys::CHANGE]);
+        }
         let c = self
             .changes
             .consumers

@@ -1,0 +1,80 @@
+//! Schema migrations of the PostgreSQL engine, applied at start-up in one
+//! transaction. The version row is locked first, so daemons starting
+//! together apply each migration once; a daemon refuses a database whose
+//! schema is newer than the release knows.
+//!
+//! Only plain tables, primary keys and a B-tree index: no triggers,
+//! advisory locks, sequences or generated columns, so the same SQL runs on
+//! PostgreSQL's distributed relatives (see docs/operations.md).
+
+use super::{blocking, db_error};
+use crate::error::{Error, Result};
+
+/// The schema version this release writes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    // 1: the keyspace, lock rows, counters and claims.
+    "CREATE TABLE mnemo_kv (k bytea PRIMARY KEY, v bytea NOT NULL);
+     CREATE TABLE mnemo_locks (k bytea PRIMARY KEY);
+     CREATE TABLE mnemo_counters (name text PRIMARY KEY, value bigint NOT NULL);
+     INSERT INTO mnemo_counters (name, value) VALUES ('outbox', 0);
+     CREATE TABLE mnemo_claims (
+         kind smallint NOT NULL,
+         ns text NOT NULL,
+         session_id text NOT NULL,
+         due_at bigint NOT NULL,
+         trigger bytea,
+         token bigint,
+         lease_until bigint,
+         again boolean NOT NULL DEFAULT false,
+         PRIMARY KEY (kind, ns, session_id)
+     );
+     CREATE INDEX mnemo_claims_due ON mnemo_claims (kind, due_at);",
+];
+
+/// Brings the schema to [`SCHEMA_VERSION`].
+pub(super) fn migrate(conn: &mut postgres::Client) -> Result<()> {
+    // Two daemons creating the version table at once: one of them fails on
+    // the catalog's unique index; the second try sees the table.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match blocking(|| migrate_once(conn)) {
+            Err(Error::Storage(msg)) if tries < 3 && msg.contains("duplicate key") => continue,
+            other => return other,
+        }
+    }
+}
+
+fn migrate_once(conn: &mut postgres::Client) -> Result<()> {
+    let mut tx = conn.transaction().map_err(db_error)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS mnemo_schema (id int PRIMARY KEY, version int NOT NULL);
+         INSERT INTO mnemo_schema (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;",
+    )
+    .map_err(db_error)?;
+    let version: i32 = tx
+        .query_one(
+            "SELECT version FROM mnemo_schema WHERE id = 1 FOR UPDATE",
+            &[],
+        )
+        .map_err(db_error)?
+        .get(0);
+    if version > SCHEMA_VERSION {
+        return Err(Error::Storage(format!(
+            "the database's mnemo schema is version {version}, newer than this release knows ({SCHEMA_VERSION}); run a newer mnemo"
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        tx.batch_execute(sql).map_err(db_error)?;
+        tracing::info!(version = i + 1, "applied a PostgreSQL schema migration");
+    }
+    tx.execute(
+        "UPDATE mnemo_schema SET version = $1 WHERE id = 1",
+        &[&SCHEMA_VERSION.max(version)],
+    )
+    .map_err(db_error)?;
+    tx.commit().map_err(db_error)
+}

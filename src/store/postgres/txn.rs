@@ -1,0 +1,142 @@
+//! A unit of work of the PostgreSQL engine: one transaction on one pooled
+//! connection, holding the lock row it was begun with until it ends.
+//! Outbox entries are numbered and written last, right before `COMMIT`,
+//! from a counter row: the counter's row lock orders commits that add
+//! entries, so an entry with a lower id is never committed after one with
+//! a higher id (a consumer's cursor would skip it), and the lock is held
+//! only for the commit itself. Watchers of other daemons are told by
+//! `NOTIFY`, which PostgreSQL delivers only if the transaction commits.
+
+use std::cell::RefCell;
+use std::ops::Bound;
+
+use super::{apply_with, blocking, db_error, get_with, scan_rev_with, scan_with, Conn};
+use crate::error::Result;
+use crate::model::now_nanos;
+use crate::store::engine::{Batch, Entry, Read, Txn, Write};
+
+/// The channel other daemons' watchers listen on; the payload is a
+/// session's watch topic.
+pub(crate) const WATCH_CHANNEL: &str = "mnemo_watch";
+
+/// An open transaction.
+pub(super) struct PgTxn {
+    conn: RefCell<Conn>,
+    /// Outbox entries to number at commit, with the key of an id.
+    entries: Vec<Vec<u8>>,
+    entry_key: Option<fn(u64) -> Vec<u8>>,
+    /// Topics to announce at commit.
+    topics: Vec<String>,
+    open: bool,
+}
+
+impl PgTxn {
+    /// Begins a transaction and takes the lock row `lock` (none when
+    /// empty): units holding the same lock run one at a time.
+    pub(super) fn begin(mut conn: Conn, lock: &[u8]) -> Result<PgTxn> {
+        blocking(|| -> std::result::Result<(), postgres::Error> {
+            conn.batch_execute("BEGIN")?;
+            if !lock.is_empty() {
+                // Inserting the row or updating it both hold its lock to
+                // the end of the transaction.
+                conn.execute(
+                    "INSERT INTO mnemo_locks (k) VALUES ($1) ON CONFLICT (k) DO UPDATE SET k = EXCLUDED.k",
+                    &[&lock],
+                )?;
+            }
+            Ok(())
+        })
+        .map_err(db_error)?;
+        Ok(PgTxn {
+            conn: RefCell::new(conn),
+            entries: Vec::new(),
+            entry_key: None,
+            topics: Vec::new(),
+            open: true,
+        })
+    }
+
+    /// Numbers and writes the outbox entries, sends the notices, commits.
+    pub(super) fn commit(mut self) -> Result<()> {
+        let conn = self.conn.get_mut();
+        if let (Some(key), false) = (self.entry_key, self.entries.is_empty()) {
+            let n = self.entries.len() as i64;
+            // Ids follow the clock (as on sled) and never go back, so ids
+            // from an imported store stay below new ones.
+            let now = now_nanos();
+            let top: i64 = blocking(|| {
+                conn.query_one(
+                    "UPDATE mnemo_counters SET value = GREATEST(value, $1) + $2 \
+                     WHERE name = 'outbox' RETURNING value",
+                    &[&now, &n],
+                )
+            })
+            .map_err(db_error)?
+            .get(0);
+            let first = (top - n + 1) as u64;
+            let batch: Batch = std::mem::take(&mut self.entries)
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| Write::Put(key(first + i as u64), e))
+                .collect();
+            apply_with(conn, batch)?;
+        }
+        self.topics.sort();
+        self.topics.dedup();
+        let topics = std::mem::take(&mut self.topics);
+        blocking(|| -> std::result::Result<(), postgres::Error> {
+            for t in &topics {
+                conn.execute("SELECT pg_notify($1, $2)", &[&WATCH_CHANNEL, t])?;
+            }
+            conn.batch_execute("COMMIT")
+        })
+        .map_err(db_error)?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for PgTxn {
+    fn drop(&mut self) {
+        if self.open {
+            let conn = self.conn.get_mut();
+            // A failed rollback means a broken connection, which the pool
+            // drops when it is returned.
+            let _ = blocking(|| conn.batch_execute("ROLLBACK"));
+        }
+    }
+}
+
+impl Read for PgTxn {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        get_with(&mut self.conn.borrow_mut(), key)
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
+        scan_with(&mut self.conn.borrow_mut(), from, prefix, limit)
+    }
+
+    fn scan_rev(&self, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
+        scan_rev_with(&mut self.conn.borrow_mut(), prefix, limit)
+    }
+}
+
+impl Txn for PgTxn {
+    fn apply(&mut self, batch: Batch) -> Result<()> {
+        apply_with(self.conn.get_mut(), batch)
+    }
+
+    fn numbers_entries(&self) -> bool {
+        true
+    }
+
+    fn add_entries(&mut self, entries: Vec<Vec<u8>>, key: fn(u64) -> Vec<u8>) -> Result<()> {
+        self.entries.extend(entries);
+        self.entry_key = Some(key);
+        Ok(())
+    }
+
+    fn announce(&mut self, topic: String) {
+        self.topics.push(topic);
+    }
+}
