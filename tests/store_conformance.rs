@@ -23,11 +23,15 @@ use mnemo::memory::append::{self, OwnerChange, PreparedAppend};
 use mnemo::memory::{episodes, facts, knowledge};
 use mnemo::model::*;
 use mnemo::store::engine::{Batch, Engine, Entry, MemoryEngine, Read, Write};
+use mnemo::store::postgres::PgOptions;
 use mnemo::store::{
     keys, AppendPlan, Appended, EpisodePlan, FactFate, KnowledgeStore, KvStore, MemoryStore,
-    Outbox, Removed, SessionStore, SledStore, Store, SummaryStore, SummaryWrite,
+    Outbox, PgStore, Removed, SessionStore, SledStore, Store, SummaryStore, SummaryWrite,
 };
 use mnemo::{Error, Result};
+
+#[path = "common/postgres.rs"]
+mod pg;
 
 /// A limit no test reaches.
 const BIG: usize = 1_000_000;
@@ -2697,6 +2701,21 @@ macro_rules! conformance {
                 fn $case() {
                     let dir = tempfile::tempdir().unwrap();
                     let store = super::SledStore::open(&dir.path().join("data")).unwrap();
+                    super::$case(&store);
+                    super::Store::flush(&store).unwrap();
+                }
+            )*
+        }
+
+        /// The PostgreSQL engine, on a real server (a fresh database per
+        /// case).
+        mod postgres_engine {
+            $(
+                $(#[$meta])*
+                #[test]
+                fn $case() {
+                    let Some(url) = super::pg::fresh_database() else { return };
+                    let store = super::PgStore::connect(&super::PgOptions::new(&url)).unwrap();
                     super::$case(&store);
                     super::Store::flush(&store).unwrap();
                 }

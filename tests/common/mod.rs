@@ -3,6 +3,8 @@
 //! `Binary` runs the compiled `mnemo` executable as a child process.
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
