@@ -11,7 +11,8 @@ use crate::config::{Config, Overrides, StoreKind};
 use crate::search::SearchIndex;
 use crate::server::auth::{self, Role};
 use crate::store::dump::{self, Scope};
-use crate::store::SledStore;
+use crate::store::engine::Engine;
+use crate::store::{PgStore, SledStore, Store};
 
 /// `mnemo key …`
 #[derive(Debug, Subcommand)]
@@ -112,15 +113,58 @@ pub struct VerifyArgs {
     store: Overrides,
 }
 
-/// Opens the sled data directory the overrides name (the daemon must be
-/// stopped: the directory is locked while it runs).
-pub(super) fn open_store(overrides: &Overrides) -> Result<(SledStore, PathBuf), String> {
-    let config = Config::resolve(overrides).map_err(|e| e.to_string())?;
-    if config.store != StoreKind::Sled {
-        return Err("this command works on the sled store's data directory".into());
+/// The store an admin command works on.
+pub(super) enum AdminStore {
+    /// A stopped daemon's sled data directory (locked while it runs).
+    Sled(SledStore),
+    /// The shared PostgreSQL database (daemons may be running).
+    Postgres(PgStore),
+}
+
+impl AdminStore {
+    /// Its engine (export, import and verify work on the keyspace).
+    pub(super) fn engine(&self) -> &dyn Engine {
+        match self {
+            AdminStore::Sled(s) => s.engine(),
+            AdminStore::Postgres(s) => s.engine(),
+        }
     }
-    let store =
-        SledStore::open_with_cache(&config.data_dir, config.cache_mb).map_err(|e| e.to_string())?;
+
+    /// Its ports.
+    pub(super) fn store(&self) -> &dyn Store {
+        match self {
+            AdminStore::Sled(s) => s,
+            AdminStore::Postgres(s) => s,
+        }
+    }
+
+    /// The outbox consumer of the search index in `data_dir`.
+    pub(super) fn search_consumer(&self, data_dir: &std::path::Path) -> Result<String, String> {
+        match self {
+            AdminStore::Sled(_) => Ok(crate::memory::SEARCH_CONSUMER.to_owned()),
+            AdminStore::Postgres(_) => crate::server::node_id(data_dir)
+                .map(|id| format!("{}@{id}", crate::memory::SEARCH_CONSUMER))
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// Opens the store the overrides name: the sled data directory (the
+/// daemon must be stopped) or the PostgreSQL database.
+pub(super) fn open_store(overrides: &Overrides) -> Result<(AdminStore, PathBuf), String> {
+    let config = Config::resolve(overrides).map_err(|e| e.to_string())?;
+    let store = match config.store {
+        StoreKind::Sled => AdminStore::Sled(
+            SledStore::open_with_cache(&config.data_dir, config.cache_mb)
+                .map_err(|e| e.to_string())?,
+        ),
+        StoreKind::Postgres => AdminStore::Postgres(
+            PgStore::connect(&config.postgres.options()).map_err(|e| e.to_string())?,
+        ),
+        StoreKind::Memory => {
+            return Err("this command works on a stored memory: --store sled or postgres".into())
+        }
+    };
     Ok((store, config.data_dir))
 }
 
@@ -189,7 +233,13 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
         &mut progress("records imported"),
     )
     .map_err(|e| e.to_string())?;
+    let shared = matches!(store, AdminStore::Postgres(_));
     drop(store);
+    if shared {
+        end_progress();
+        eprintln!("imported {n} records; daemons started with a new data directory build their search index from the database (run `mnemo reindex` for one that has an index)");
+        return Ok(());
+    }
     // The index does not know the imported records: rebuild it at start.
     let index = dir.join(crate::server::SEARCH_INDEX_DIR);
     if index.exists() {

@@ -6,10 +6,8 @@ use clap::{Subcommand, ValueEnum};
 use super::{connect, status_line, ClientArgs};
 use crate::config::Overrides;
 use crate::memory::knowledge::StoredDocuments;
-use crate::memory::SEARCH_CONSUMER;
 use crate::pb;
 use crate::search::SearchIndex;
-use crate::store::{Outbox, Store};
 
 /// `mnemo fact ...`.
 #[derive(Debug, Subcommand)]
@@ -422,7 +420,9 @@ pub async fn episodes(a: EpisodesArgs) -> Result<(), String> {
 /// Runs `mnemo reindex`: rebuilds the search index of a stopped daemon's
 /// data directory from its store.
 pub fn reindex(overrides: &Overrides) -> Result<(), String> {
-    let (store, data_dir) = super::admin::open_store(overrides)?;
+    let (opened, data_dir) = super::admin::open_store(overrides)?;
+    let consumer = opened.search_consumer(&data_dir)?;
+    let store = opened.store();
     let dir = data_dir.join(crate::server::SEARCH_INDEX_DIR);
     if dir.exists() {
         std::fs::remove_dir_all(&dir)
@@ -432,7 +432,7 @@ pub fn reindex(overrides: &Overrides) -> Result<(), String> {
     let started = std::time::Instant::now();
     let docs = index
         .rebuild_with_progress(
-            &StoredDocuments(&store),
+            &StoredDocuments(store),
             &mut super::admin::progress("documents indexed"),
         )
         .map_err(|e| e.to_string())?;
@@ -440,13 +440,13 @@ pub fn reindex(overrides: &Overrides) -> Result<(), String> {
     // What the rebuild read is now in the index: the outbox is done.
     loop {
         let page = store
-            .read_outbox(SEARCH_CONSUMER, 4096)
+            .read_outbox(&consumer, 4096)
             .map_err(|e| e.to_string())?;
         if page.through == 0 {
             break;
         }
         store
-            .advance_outbox(SEARCH_CONSUMER, page.through)
+            .advance_outbox(&consumer, page.through)
             .map_err(|e| e.to_string())?;
     }
     store.flush().map_err(|e| e.to_string())?;

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod model;
+pub mod postgres;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::auth::AuthConfig;
 pub use self::model::{ModelConfig, SummarizerKind};
+pub use self::postgres::PostgresConfig;
 use crate::error::{Error, Result};
 use crate::model::limits::{
     MAX_METADATA_ENTRIES, MAX_METADATA_KEY_BYTES, MAX_METADATA_VALUE_BYTES, MAX_NAME_BYTES,
@@ -26,6 +28,8 @@ pub enum StoreKind {
     Sled,
     /// In process memory only: nothing survives a restart.
     Memory,
+    /// A PostgreSQL database shared by several daemons (`[postgres]`).
+    Postgres,
 }
 
 /// Log output format.
@@ -116,6 +120,10 @@ pub struct SummaryConfig {
     /// Check the compression band only from this many covered tokens on:
     /// a short session's structured summary is naturally longer than it.
     pub compression_check_min_tokens: u64,
+    /// Seconds a worker holds a claimed summary; a claim whose worker died
+    /// (a daemon killed while sharing a database) is taken over by another
+    /// after this long.
+    pub lease_secs: u64,
 }
 
 impl Default for SummaryConfig {
@@ -126,6 +134,7 @@ impl Default for SummaryConfig {
             compression_min_ratio: 1.0,
             compression_max_ratio: 1000.0,
             compression_check_min_tokens: 2000,
+            lease_secs: 300,
         }
     }
 }
@@ -163,6 +172,8 @@ pub struct Config {
     pub tls: Option<TlsConfig>,
     /// The model that writes summaries (`[model]`); off by default.
     pub model: ModelConfig,
+    /// The shared database of `store = "postgres"` (`[postgres]`).
+    pub postgres: PostgresConfig,
 }
 
 /// TLS settings: PEM files read at start.
@@ -192,6 +203,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             tls: None,
             model: ModelConfig::default(),
+            postgres: PostgresConfig::default(),
         }
     }
 }
@@ -211,9 +223,21 @@ pub struct Overrides {
     /// Data directory [default: ./mnemo-data].
     #[arg(long, env = "MNEMO_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Storage engine [default: sled].
+    /// Storage engine [default: sled]; `postgres` shares one database
+    /// between daemons (needs --postgres-url).
     #[arg(long, env = "MNEMO_STORE", value_enum)]
     pub store: Option<StoreKind>,
+    /// The PostgreSQL database of --store postgres, e.g.
+    /// postgres://mnemo:PASSWORD@db:5432/mnemo?sslmode=require.
+    #[arg(long, env = "MNEMO_POSTGRES_URL", hide_env_values = true)]
+    pub postgres_url: Option<String>,
+    /// Most database connections this daemon holds [default: 16].
+    #[arg(long, env = "MNEMO_POSTGRES_POOL_SIZE")]
+    pub postgres_pool_size: Option<u32>,
+    /// CA certificate (PEM) to trust for TLS to the database [default:
+    /// the public web roots].
+    #[arg(long, env = "MNEMO_POSTGRES_CA_FILE")]
+    pub postgres_ca_file: Option<PathBuf>,
     /// sled page cache in MiB [default: 1024].
     #[arg(long, env = "MNEMO_CACHE_MB")]
     pub cache_mb: Option<u64>,
@@ -286,6 +310,15 @@ impl Config {
         if let Some(v) = overrides.cache_mb {
             c.cache_mb = v;
         }
+        if let Some(v) = &overrides.postgres_url {
+            c.postgres.url = v.clone();
+        }
+        if let Some(v) = overrides.postgres_pool_size {
+            c.postgres.pool_size = v;
+        }
+        if let Some(v) = &overrides.postgres_ca_file {
+            c.postgres.ca_file = Some(v.clone());
+        }
         if let Some(v) = overrides.log_format {
             c.log_format = v;
         }
@@ -330,6 +363,9 @@ impl Config {
     /// Rejects limits that would make the daemon unusable.
     pub fn validate(&self) -> Result<()> {
         self.model.validate()?;
+        if self.store == StoreKind::Postgres {
+            self.postgres.validate()?;
+        }
         if !CACHE_MB_RANGE.contains(&self.cache_mb) {
             return Err(Error::invalid(format!(
                 "cache_mb must be from {} to {} (MiB of sled page cache)",
@@ -365,6 +401,11 @@ impl Config {
         if sm.queue == 0 || !(1..=100).contains(&sm.token_threshold_percent) {
             return Err(Error::invalid(
                 "summaries.queue must be positive and summaries.token_threshold_percent 1 to 100",
+            ));
+        }
+        if !(1..=86_400).contains(&sm.lease_secs) {
+            return Err(Error::invalid(
+                "summaries.lease_secs must be from 1 to 86400",
             ));
         }
         if l.max_concurrent_streams == 0

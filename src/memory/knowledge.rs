@@ -8,7 +8,7 @@
 use super::episodes::{self, ActionRef, Episode};
 use super::facts::{self, Fact, FactFilter, NewFact, PutOutcome};
 use super::page::PageToken;
-use super::{validate, Event, Memory, Page, SEARCH_CONSUMER};
+use super::{validate, Event, Memory, Page};
 use crate::error::{Error, Result};
 use crate::model::{now_nanos, ActionStatus, FactIdentity, PendingAction, Session, Turn};
 use crate::search::{self, Documents, Hit, Kind, SearchQuery};
@@ -203,7 +203,9 @@ impl Memory {
 
     /// Outbox entries this process's search index has not applied yet.
     pub fn index_backlog(&self) -> u64 {
-        self.store.outbox_backlog(SEARCH_CONSUMER).unwrap_or(0)
+        self.store
+            .outbox_backlog(&self.search_consumer)
+            .unwrap_or(0)
     }
 }
 

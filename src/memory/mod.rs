@@ -78,6 +78,8 @@ pub struct Parts {
     pub summarizer: Arc<dyn Summarizer>,
     /// Who hears about durable changes.
     pub notifier: Arc<dyn Notifier>,
+    /// The outbox consumer name of this process's search index.
+    pub search_consumer: String,
 }
 
 /// The domain API over a store.
@@ -88,11 +90,14 @@ pub struct Memory {
     summaries: SummaryConfig,
     summarizer: Arc<dyn Summarizer>,
     notifier: Arc<dyn Notifier>,
+    /// This process's search index's outbox consumer name.
+    search_consumer: String,
     /// Turns and tokens appended since start (metrics).
     appended: AppendCounters,
 }
 
-/// The outbox consumer name of this process's search index.
+/// The outbox consumer name of the search index of a daemon with a store
+/// of its own (daemons sharing a database add their node id).
 pub const SEARCH_CONSUMER: &str = "search";
 
 impl Memory {
@@ -105,6 +110,7 @@ impl Memory {
             summaries: parts.summaries,
             summarizer: parts.summarizer,
             notifier: parts.notifier,
+            search_consumer: parts.search_consumer,
             appended: AppendCounters::default(),
         }
     }

@@ -14,7 +14,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::memory::knowledge::StoredDocuments;
-use crate::memory::SEARCH_CONSUMER;
 use crate::search::SearchIndex;
 use crate::store::Store;
 
@@ -50,8 +49,14 @@ pub struct Indexer {
 }
 
 impl Indexer {
-    /// Starts the thread; it first rebuilds the index if `rebuild`.
-    pub fn start(store: Arc<dyn Store>, index: Arc<SearchIndex>, rebuild: bool) -> Indexer {
+    /// Starts the thread; it first rebuilds the index if `rebuild`, then
+    /// follows the outbox as `consumer`.
+    pub fn start(
+        store: Arc<dyn Store>,
+        index: Arc<SearchIndex>,
+        rebuild: bool,
+        consumer: String,
+    ) -> Indexer {
         // One pending nudge is enough: the thread drains the whole outbox.
         let (tx, rx) = mpsc::sync_channel::<()>(1);
         let stop = Arc::new(AtomicBool::new(false));
@@ -64,7 +69,7 @@ impl Indexer {
                     rebuild_until_done(store.as_ref(), &index, &flag);
                 }
                 while !flag.load(Ordering::Acquire) {
-                    match drain(store.as_ref(), &index, &counters) {
+                    match drain(store.as_ref(), &index, &counters, &consumer) {
                         Ok(0) => match rx.recv_timeout(POLL) {
                             Ok(()) => pause(&flag, COALESCE),
                             Err(RecvTimeoutError::Timeout) => {}
@@ -153,8 +158,13 @@ fn pause(stop: &AtomicBool, time: Duration) {
 }
 
 /// Applies one batch of the outbox; returns how many entries it held.
-fn drain(store: &dyn Store, index: &SearchIndex, stats: &IndexerStats) -> crate::Result<usize> {
-    let page = store.read_outbox(SEARCH_CONSUMER, BATCH)?;
+fn drain(
+    store: &dyn Store,
+    index: &SearchIndex,
+    stats: &IndexerStats,
+    consumer: &str,
+) -> crate::Result<usize> {
+    let page = store.read_outbox(consumer, BATCH)?;
     if page.through == 0 {
         return Ok(0);
     }
@@ -162,7 +172,7 @@ fn drain(store: &dyn Store, index: &SearchIndex, stats: &IndexerStats) -> crate:
     let changes: Vec<_> = page.entries.into_iter().map(|(_, c)| c).collect();
     index.apply(&StoredDocuments(store), &changes)?;
     // The index commit is durable before the cursor moves past them.
-    store.advance_outbox(SEARCH_CONSUMER, page.through)?;
+    store.advance_outbox(consumer, page.through)?;
     stats.applied.fetch_add(n as u64, Ordering::Relaxed);
     stats.commits.fetch_add(1, Ordering::Relaxed);
     Ok(n.max(1))

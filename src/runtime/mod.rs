@@ -10,6 +10,7 @@
 
 pub mod idle;
 pub mod indexer;
+pub mod remote;
 pub mod scheduler;
 pub mod watch;
 
@@ -89,6 +90,8 @@ pub struct Runtime {
     idle: Arc<IdleMarks>,
     indexer: Arc<Indexer>,
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Follows other daemons' writes (a shared store only).
+    follower: Mutex<Option<remote::Follower>>,
 }
 
 /// Sessions read per page of the start-up rescan.
@@ -106,7 +109,15 @@ impl Runtime {
         summaries: SummaryConfig,
         search_dir: Option<PathBuf>,
     ) -> Result<Arc<Runtime>> {
-        Self::start_with(store, limits, summaries, search_dir, Arc::new(RuleBased)).await
+        Self::start_with(
+            store,
+            limits,
+            summaries,
+            search_dir,
+            crate::memory::SEARCH_CONSUMER.to_owned(),
+            Arc::new(RuleBased),
+        )
+        .await
     }
 
     /// As [`Runtime::start`], with another summarizer.
@@ -115,6 +126,7 @@ impl Runtime {
         limits: Limits,
         summaries: SummaryConfig,
         search_dir: Option<PathBuf>,
+        search_consumer: String,
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Arc<Runtime>> {
         let scan = store.clone();
@@ -131,7 +143,12 @@ impl Runtime {
         .await
         .map_err(|e| Error::Internal(format!("opening the search index failed: {e}")))??;
         let search = Arc::new(search);
-        let indexer = Arc::new(Indexer::start(store.clone(), search.clone(), rebuild));
+        let indexer = Arc::new(Indexer::start(
+            store.clone(),
+            search.clone(),
+            rebuild,
+            search_consumer.clone(),
+        ));
         let bus = Arc::new(Bus::default());
         let memory = Arc::new(Memory::new(Parts {
             store,
@@ -140,6 +157,7 @@ impl Runtime {
             summaries: summaries.clone(),
             summarizer,
             notifier: bus.clone(),
+            search_consumer,
         }));
         let hub = Arc::new(WatchHub::new(
             limits.watch_buffer,
@@ -159,6 +177,7 @@ impl Runtime {
             idle,
             indexer,
             sweeper: Mutex::new(None),
+            follower: Mutex::new(None),
         });
         let due = rt.rescan().await?;
         if due > 0 {
@@ -169,6 +188,8 @@ impl Runtime {
         }
         let sweeper = tokio::spawn(idle::sweep(Arc::downgrade(&rt.memory), rt.idle.clone()));
         *rt.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);
+        *rt.follower.lock().unwrap_or_else(|p| p.into_inner()) =
+            remote::follow(&rt.memory, &rt.hub, &rt.indexer);
         Ok(rt)
     }
 
@@ -239,6 +260,15 @@ impl Runtime {
     /// (after its queued work), flushes, then stops the indexer.
     pub async fn shutdown(&self) -> Result<()> {
         self.hub.close();
+        let follower = self
+            .follower
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        // Its listening thread stops within a second: off the runtime.
+        tokio::task::spawn_blocking(move || drop(follower))
+            .await
+            .map_err(|e| Error::Internal(format!("stopping the follower failed: {e}")))?;
         let sweeper = self
             .sweeper
             .lock()

@@ -35,9 +35,6 @@ struct Job {
     reply: Reply,
 }
 
-/// How long a claimed summary stays leased to the worker (a lease that
-/// runs out is taken over, e.g. after a worker task died).
-const LEASE: Duration = Duration::from_secs(300);
 /// Claims taken per look at the table.
 const CLAIM_BATCH: usize = 16;
 /// Longest sleep between looks when nothing wakes the worker.
@@ -229,7 +226,7 @@ impl Worker {
                 .claim_due(
                     WorkKind::Summary,
                     now_nanos(),
-                    LEASE.as_nanos() as i64,
+                    Duration::from_secs(self.config.lease_secs).as_nanos() as i64,
                     CLAIM_BATCH,
                 )
                 .unwrap_or_else(|e| {

@@ -86,8 +86,41 @@ pub enum WatchEvent {
 
 type Key = (String, String);
 
+/// What a session's watchers were last told: where a shared store's
+/// follower starts from when it reconciles with another daemon's writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Known {
+    /// The newest turn announced.
+    pub last_seq: u64,
+    /// The state announced.
+    pub state: SessionState,
+    /// The newest summary version announced.
+    pub summary_version: u64,
+    /// Notices published so far (a reconciliation that read the session
+    /// before the newest of them is stale and is dropped).
+    pub published: u64,
+}
+
+impl Known {
+    fn apply(&mut self, notice: &Notice) {
+        self.published += 1;
+        match notice {
+            Notice::Appended { last_seq } => self.last_seq = self.last_seq.max(*last_seq),
+            Notice::State { state, .. } => self.state = *state,
+            Notice::Summary(s) => self.summary_version = self.summary_version.max(s.version),
+            Notice::Removed { seq } => self.last_seq = seq.saturating_sub(1),
+            Notice::Deleted => {}
+        }
+    }
+}
+
+struct Channel {
+    tx: broadcast::Sender<Notice>,
+    known: Option<Known>,
+}
+
 struct Inner {
-    channels: HashMap<Key, broadcast::Sender<Notice>>,
+    channels: HashMap<Key, Channel>,
     per_namespace: HashMap<String, usize>,
 }
 
@@ -131,11 +164,48 @@ impl WatchHub {
 
     /// Publishes a notice to the session's watchers, if any. Never blocks.
     pub fn publish(&self, ns: &str, session_id: &str, notice: Notice) {
-        let inner = self.lock();
-        if let Some(tx) = inner.channels.get(&(ns.to_owned(), session_id.to_owned())) {
+        let mut inner = self.lock();
+        if let Some(ch) = inner
+            .channels
+            .get_mut(&(ns.to_owned(), session_id.to_owned()))
+        {
+            if let Some(k) = ch.known.as_mut() {
+                k.apply(&notice);
+            }
             // No receiver left is not an error: the last one is leaving.
-            let _ = tx.send(notice);
+            let _ = ch.tx.send(notice);
         }
+    }
+
+    /// Records what a new watcher read, for a session whose watchers have
+    /// no record yet.
+    pub fn observe(&self, ns: &str, session_id: &str, session: &crate::model::Session) {
+        let mut inner = self.lock();
+        if let Some(ch) = inner
+            .channels
+            .get_mut(&(ns.to_owned(), session_id.to_owned()))
+        {
+            ch.known.get_or_insert(Known {
+                last_seq: session.last_seq(),
+                state: session.state,
+                summary_version: session.summary.version,
+                published: 0,
+            });
+        }
+    }
+
+    /// What the watchers of a session were last told (`None` when it is
+    /// not watched or not observed yet).
+    pub fn known(&self, ns: &str, session_id: &str) -> Option<Known> {
+        self.lock()
+            .channels
+            .get(&(ns.to_owned(), session_id.to_owned()))
+            .and_then(|ch| ch.known)
+    }
+
+    /// The sessions being watched.
+    pub fn watched(&self) -> Vec<(String, String)> {
+        self.lock().channels.keys().cloned().collect()
     }
 
     /// Registers a watcher; `RESOURCE_EXHAUSTED` over the namespace's cap.
@@ -155,7 +225,11 @@ impl WatchHub {
         let rx = inner
             .channels
             .entry(key.clone())
-            .or_insert_with(|| broadcast::channel(self.capacity).0)
+            .or_insert_with(|| Channel {
+                tx: broadcast::channel(self.capacity).0,
+                known: None,
+            })
+            .tx
             .subscribe();
         Ok(Subscription {
             hub: self.clone(),
@@ -201,8 +275,8 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut inner = self.hub.lock();
         drop(self.rx.take());
-        if let Some(tx) = inner.channels.get(&self.key) {
-            if tx.receiver_count() == 0 {
+        if let Some(ch) = inner.channels.get(&self.key) {
+            if ch.tx.receiver_count() == 0 {
                 inner.channels.remove(&self.key);
             }
         }
@@ -244,6 +318,7 @@ pub async fn watch(
     // the live notices.
     let sub = hub.subscribe(ns, session_id)?;
     let session = memory.get_session(ns, session_id).await?;
+    hub.observe(ns, session_id, &session);
     // Everything through the snapshot is durable before it is sent (a
     // reader can see a write whose sync is still running).
     memory.flush().await?;

@@ -25,10 +25,11 @@ use crate::config::SummarizerKind;
 use crate::config::{Config, StoreKind, TlsConfig};
 use crate::error::{Error, Result};
 use crate::llm::{ModelStats, ModelSummarizer};
+use crate::memory::SEARCH_CONSUMER;
 use crate::pb;
 use crate::pb::memory_service_server::MemoryServiceServer;
 use crate::runtime::Runtime;
-use crate::store::{MemoryStore, SledStore, Store};
+use crate::store::{MemoryStore, PgStore, SledStore, Store};
 use crate::summarize::{RuleBased, Summarizer};
 
 /// The search index's directory inside the data directory (derived data:
@@ -58,13 +59,31 @@ impl Daemon {
                         Arc::new(SledStore::open_with_cache(&cfg.data_dir, cfg.cache_mb)?)
                     }
                     StoreKind::Memory => Arc::new(MemoryStore::default()),
+                    StoreKind::Postgres => {
+                        let store = PgStore::connect(&cfg.postgres.options())?;
+                        tracing::info!(
+                            database = %crate::config::postgres::redacted(&cfg.postgres.url),
+                            pool_size = cfg.postgres.pool_size,
+                            "storing in PostgreSQL, shared with every daemon using the database"
+                        );
+                        Arc::new(store)
+                    }
                 })
             })
             .await
             .map_err(|e| Error::Internal(format!("store open task failed: {e}")))??;
-        let search_dir = match config.store {
-            StoreKind::Sled => Some(config.data_dir.join(SEARCH_INDEX_DIR)),
-            StoreKind::Memory => None,
+        // Each daemon keeps its own search index in its data directory,
+        // following the store's outbox under a name of its own.
+        let (search_dir, search_consumer) = match config.store {
+            StoreKind::Sled => (
+                Some(config.data_dir.join(SEARCH_INDEX_DIR)),
+                SEARCH_CONSUMER.to_owned(),
+            ),
+            StoreKind::Memory => (None, SEARCH_CONSUMER.to_owned()),
+            StoreKind::Postgres => (
+                Some(config.data_dir.join(SEARCH_INDEX_DIR)),
+                format!("{SEARCH_CONSUMER}@{}", node_id(&config.data_dir)?),
+            ),
         };
         let (summarizer, model_stats): (Arc<dyn Summarizer>, _) = match config.model.summarizer {
             SummarizerKind::Rules => (Arc::new(RuleBased), None),
@@ -87,6 +106,7 @@ impl Daemon {
             config.limits.clone(),
             config.summaries.clone(),
             search_dir,
+            search_consumer,
             summarizer,
         )
         .await?;
@@ -374,4 +394,34 @@ pub async fn shutdown_signal() {
         () = ctrl_c => tracing::info!("SIGINT received"),
         () = term => tracing::info!("SIGTERM received"),
     }
+}
+
+/// This daemon's name among those sharing a database: a ULID kept in
+/// `node-id` in its data directory (created at first start), so a restart
+/// resumes its own outbox cursor.
+pub(crate) fn node_id(data_dir: &std::path::Path) -> Result<String> {
+    let path = data_dir.join("node-id");
+    match std::fs::read_to_string(&path) {
+        Ok(id) if ulid::Ulid::from_string(id.trim()).is_ok() => return Ok(id.trim().to_owned()),
+        Ok(_) => {
+            return Err(Error::Storage(format!(
+                "{} does not hold a node id (a ULID); remove it to make a new one",
+                path.display()
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    std::fs::create_dir_all(data_dir)?;
+    let id = ulid::Ulid::new().to_string();
+    let tmp = data_dir.join("node-id.tmp");
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(id.as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, &path)?;
+    std::fs::File::open(data_dir)?.sync_all()?;
+    Ok(id)
 }

@@ -221,8 +221,8 @@ fn in_scope(scope: &Scope, key: &[u8], value: &[u8]) -> bool {
 
 /// Writes every record of `scope` to `out`; returns the records written.
 /// `progress` is called with the running count.
-pub fn export<E: Engine>(
-    engine: &E,
+pub fn export(
+    engine: &dyn Engine,
     scope: &Scope,
     out: &mut dyn std::io::Write,
     progress: &mut dyn FnMut(u64),
@@ -273,8 +273,8 @@ pub fn export<E: Engine>(
 /// Restores an export into `engine`. Refuses (writing nothing) a file that
 /// is malformed, truncated, or holds a session, fact or review item the
 /// target already has. Returns the records written.
-pub fn import<E: Engine>(
-    engine: &E,
+pub fn import(
+    engine: &dyn Engine,
     input: &mut dyn BufRead,
     progress: &mut dyn FnMut(u64),
 ) -> Result<u64> {
@@ -385,8 +385,8 @@ pub struct Report {
 /// of turns; its summary versions exist; no turn, summary or audit record
 /// outlives its session; fact pointers and episode pointers lead to
 /// records that exist. At most `max_problems` are listed.
-pub fn verify<E: Engine>(
-    engine: &E,
+pub fn verify(
+    engine: &dyn Engine,
     max_problems: usize,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
@@ -473,7 +473,7 @@ pub fn verify<E: Engine>(
 }
 
 /// A session's counters against its turns and summaries.
-fn check_session<E: Engine>(engine: &E, s: &Session, note: &mut dyn FnMut(String)) -> Result<()> {
+fn check_session(engine: &dyn Engine, s: &Session, note: &mut dyn FnMut(String)) -> Result<()> {
     let (ns, id) = (&s.namespace, &s.session_id);
     let prefix = keys::turns_of(ns, id);
     let (mut expected, mut count) = (1u64, 0u64);
@@ -514,8 +514,8 @@ fn check_session<E: Engine>(engine: &E, s: &Session, note: &mut dyn FnMut(String
 
 /// Calls `f` with every entry whose key starts with `prefix`, in key
 /// order, reading a page at a time.
-fn each_entry<E: Engine>(
-    engine: &E,
+fn each_entry(
+    engine: &dyn Engine,
     prefix: &[u8],
     mut f: impl FnMut(&[u8], &[u8]) -> Result<()>,
 ) -> Result<()> {

@@ -78,6 +78,10 @@ pub trait Shared: Send + Sync {
 
     /// How many keys start with `prefix` from `from` on.
     fn count(&self, from: Bound<&[u8]>, prefix: &[u8]) -> Result<u64>;
+
+    /// Calls `on_change` with each topic other processes announce (see
+    /// [`Txn::announce`]) until the returned guard is dropped.
+    fn listen(&self, on_change: crate::store::postgres::OnChange) -> Box<dyn Send>;
 }
 
 /// A local engine's unit of work: reads and writes go straight to the

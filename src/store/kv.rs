@@ -815,4 +815,12 @@ impl<E: Engine> Store for KvStore<E> {
     fn flush(&self) -> Result<()> {
         self.durable()
     }
+
+    fn is_shared(&self) -> bool {
+        self.engine.shared().is_some()
+    }
+
+    fn listen(&self, on_change: super::postgres::OnChange) -> Option<Box<dyn Send>> {
+        self.engine.shared().map(|s| s.listen(on_change))
+    }
 }

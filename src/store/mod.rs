@@ -533,4 +533,19 @@ pub trait Store:
     /// Makes everything durable before the process exits (writes already
     /// are; this also flushes what engines keep for speed).
     fn flush(&self) -> Result<()>;
+
+    /// Whether other daemons share this store (a shared database): then
+    /// each daemon follows the outbox under its own consumer name, and
+    /// watchers learn of other daemons' writes by [`Store::listen`] and
+    /// polling.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    /// For a shared store: calls `on_change` with the watch topic
+    /// (`namespace \t session id`) of each session another daemon
+    /// changed, until the guard is dropped. A wake-up only: it can be lost.
+    fn listen(&self, _on_change: postgres::OnChange) -> Option<Box<dyn Send>> {
+        None
+    }
 }

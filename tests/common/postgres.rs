@@ -18,7 +18,16 @@ use std::sync::OnceLock;
 /// Where the server is: a connection string without a database name.
 pub struct Server {
     base: String,
+    /// A cluster this process started: how to stop and start it again.
+    owned: Option<Owned>,
     _dir: Option<tempfile::TempDir>,
+}
+
+struct Owned {
+    pg_ctl: PathBuf,
+    data: String,
+    log: String,
+    opts: String,
 }
 
 static SERVER: OnceLock<Option<Server>> = OnceLock::new();
@@ -147,6 +156,12 @@ fn start_cluster(bin: &Path) -> Server {
         .expect("the cluster's watcher");
     Server {
         base: format!("host=127.0.0.1 port={port} user=postgres"),
+        owned: Some(Owned {
+            pg_ctl: bin.join("pg_ctl"),
+            data: data_s.to_owned(),
+            log: log.to_str().unwrap().to_owned(),
+            opts,
+        }),
         _dir: Some(dir),
     }
 }
@@ -159,6 +174,7 @@ pub fn server() -> Option<&'static Server> {
             if let Ok(url) = std::env::var("MNEMO_TEST_POSTGRES_URL") {
                 return Some(Server {
                     base: url,
+                    owned: None,
                     _dir: None,
                 });
             }
@@ -194,6 +210,36 @@ impl Server {
         }
     }
 
+    /// Whether this process started the cluster (and so may restart it).
+    pub fn restartable(&self) -> bool {
+        self.owned.is_some()
+    }
+
+    /// Stops the cluster (fast shutdown: connections are cut).
+    pub fn stop(&self) {
+        let o = self.owned.as_ref().expect("a cluster of our own");
+        let out = run_pg(&o.pg_ctl, &["-D", &o.data, "-m", "fast", "-w", "stop"]);
+        assert!(
+            out.status.success(),
+            "pg_ctl stop: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts the cluster again on the same port.
+    pub fn start(&self) {
+        let o = self.owned.as_ref().expect("a cluster of our own");
+        let out = run_pg(
+            &o.pg_ctl,
+            &["-D", &o.data, "-l", &o.log, "-w", "-o", &o.opts, "start"],
+        );
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// A new, empty database; returns its connection string.
     pub fn fresh_database(&self) -> String {
         let name = format!(
@@ -219,4 +265,20 @@ impl Server {
 /// are skipped.
 pub fn fresh_database() -> Option<String> {
     server().map(Server::fresh_database)
+}
+
+/// A cluster of the caller's own (for tests that stop and start it),
+/// when the server's binaries are installed; `None` (said loudly) when
+/// only `MNEMO_TEST_POSTGRES_URL` or nothing is available.
+pub fn private_cluster() -> Option<Server> {
+    match pg_bin() {
+        Some(bin) => Some(start_cluster(&bin)),
+        None => {
+            if std::env::var("MNEMO_REQUIRE_POSTGRES").as_deref() == Ok("1") {
+                panic!("PostgreSQL tests required (MNEMO_REQUIRE_POSTGRES=1) but the server's binaries are not installed");
+            }
+            eprintln!("\n*** SKIPPED: a PostgreSQL restart test needs the server's binaries (a cluster it can stop and start) ***\n");
+            None
+        }
+    }
 }

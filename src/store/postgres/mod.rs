@@ -19,6 +19,7 @@
 //! first (see [`blocking`]).
 
 mod claims;
+mod listen;
 mod schema;
 mod txn;
 
@@ -31,6 +32,7 @@ use r2d2_postgres::PostgresConnectionManager;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use self::claims::PgClaims;
+pub use self::listen::{Listener, OnChange};
 pub use self::schema::SCHEMA_VERSION;
 use self::txn::PgTxn;
 use super::engine::{prefix_end, Batch, Engine, Entry, Read, Shared, Txn, Write};
@@ -69,6 +71,9 @@ impl PgOptions {
 pub struct PgEngine {
     pool: Pool<Manager>,
     claims: PgClaims,
+    /// For connections outside the pool (LISTEN).
+    config: postgres::Config,
+    tls: MakeRustlsConnect,
 }
 
 /// Runs a call that blocks on the database. The synchronous client drives
@@ -159,7 +164,7 @@ impl PgEngine {
             ))
         })?;
         let tls = tls_connector(options.ca_file.as_deref())?;
-        let manager = PostgresConnectionManager::new(config, tls);
+        let manager = PostgresConnectionManager::new(config.clone(), tls.clone());
         let pool = blocking(|| {
             Pool::builder()
                 .max_size(options.pool_size.max(1))
@@ -172,6 +177,8 @@ impl PgEngine {
         let engine = PgEngine {
             claims: PgClaims { pool: pool.clone() },
             pool,
+            config,
+            tls,
         };
         let mut conn = engine.conn()?;
         blocking(|| schema::migrate(&mut conn))?;
@@ -195,6 +202,14 @@ impl PgEngine {
                 "no PostgreSQL connection (retry; is the database up?): {e}"
             ))
         })
+    }
+
+    /// Opens a connection outside the pool (call off any async runtime).
+    fn connect_fn(
+        &self,
+    ) -> impl Fn() -> std::result::Result<postgres::Client, postgres::Error> + Send + 'static {
+        let (config, tls) = (self.config.clone(), self.tls.clone());
+        move || config.connect(tls.clone())
     }
 
     /// Connections open and idle (for metrics and tests).
@@ -362,6 +377,10 @@ impl Shared for PgEngine {
     fn claims(&self) -> &dyn crate::store::Claims {
         // The claims reach the pool through the engine they belong to.
         &self.claims
+    }
+
+    fn listen(&self, on_change: OnChange) -> Box<dyn Send> {
+        Box::new(PgEngine::listen(self, on_change))
     }
 
     fn count(&self, from: Bound<&[u8]>, prefix: &[u8]) -> Result<u64> {
