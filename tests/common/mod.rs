@@ -143,6 +143,10 @@ impl Drop for TestServer {
 /// The grace period is 1 s: a test that ends while its client is still
 /// connected (its runtime cannot close the connection while the drop waits)
 /// would otherwise wait the default 10 s.
+///
+/// With `MNEMO_TEST_STORE=postgres` the daemon stores in PostgreSQL
+/// instead (one fresh database per directory, the same on a restart), so
+/// a test file's cases run unchanged on the shared-database backend.
 pub fn config_for(dir: &Path) -> Config {
     let mut c = Config {
         data_dir: dir.to_path_buf(),
@@ -150,7 +154,29 @@ pub fn config_for(dir: &Path) -> Config {
         ..Config::default()
     };
     c.limits.shutdown_grace_secs = 1;
+    if on_postgres() {
+        static DATABASES: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
+        let mut dbs = DATABASES.lock().unwrap();
+        let url = match dbs.iter().find(|(d, _)| d == dir) {
+            Some((_, url)) => url.clone(),
+            None => {
+                let url = postgres::server()
+                    .expect("MNEMO_TEST_STORE=postgres needs a PostgreSQL server")
+                    .fresh_database();
+                dbs.push((dir.to_path_buf(), url.clone()));
+                url
+            }
+        };
+        c.store = StoreKind::Postgres;
+        c.postgres.url = url;
+    }
     c
+}
+
+/// Whether `MNEMO_TEST_STORE=postgres` runs this test file's daemons on
+/// PostgreSQL.
+pub fn on_postgres() -> bool {
+    std::env::var("MNEMO_TEST_STORE").as_deref() == Ok("postgres")
 }
 
 pub async fn create_session(

@@ -147,7 +147,9 @@ fn start_cluster(bin: &Path) -> Server {
         pg_ctl = bin.join("pg_ctl").display(),
         dir = dir.path().display(),
     );
-    Command::new("sh")
+    // Never waited for: it outlives this process by design.
+    #[allow(clippy::zombie_processes)]
+    let _watcher = Command::new("sh")
         .args(["-c", &stop])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

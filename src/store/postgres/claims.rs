@@ -5,16 +5,15 @@
 //! cannot complete it). Every daemon claims; no leader is elected.
 
 use postgres::types::ToSql;
-use r2d2::Pool;
 
-use super::{blocking, db_error, Manager};
+use super::{blocking, db_error, SharedPool};
 use crate::error::{Error, Result};
 use crate::model::{Trigger, UnixNanos};
 use crate::store::{Claim, Claims, WorkKind};
 
 /// The claims table, through the engine's pool.
 pub(super) struct PgClaims {
-    pub(super) pool: Pool<Manager>,
+    pub(super) pool: SharedPool,
 }
 
 fn kind_code(kind: WorkKind) -> i16 {

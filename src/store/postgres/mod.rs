@@ -39,7 +39,40 @@ use super::engine::{prefix_end, Batch, Engine, Entry, Read, Shared, Txn, Write};
 use crate::error::{Error, Result};
 
 type Manager = PostgresConnectionManager<MakeRustlsConnect>;
-type Conn = PooledConnection<Manager>;
+type Conn = OffRuntime<PooledConnection<Manager>>;
+type SharedPool = OffRuntime<Pool<Manager>>;
+
+/// A value whose drop may close database connections (a pooled
+/// connection the pool finds broken, the pool itself): dropped off any
+/// async runtime, like every other call that blocks on the database.
+pub(crate) struct OffRuntime<T: Send>(Option<T>);
+
+impl<T: Send> OffRuntime<T> {
+    fn new(value: T) -> Self {
+        OffRuntime(Some(value))
+    }
+}
+
+impl<T: Send> std::ops::Deref for OffRuntime<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl<T: Send> std::ops::DerefMut for OffRuntime<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.0.as_mut().expect("present until dropped")
+    }
+}
+
+impl<T: Send> Drop for OffRuntime<T> {
+    fn drop(&mut self) {
+        if let Some(value) = self.0.take() {
+            blocking(move || drop(value));
+        }
+    }
+}
 
 /// How to reach the database.
 #[derive(Debug, Clone)]
@@ -69,7 +102,7 @@ impl PgOptions {
 
 /// The PostgreSQL engine.
 pub struct PgEngine {
-    pool: Pool<Manager>,
+    pool: SharedPool,
     claims: PgClaims,
     /// For connections outside the pool (LISTEN).
     config: postgres::Config,
@@ -175,8 +208,10 @@ impl PgEngine {
         })
         .map_err(|e| Error::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
         let engine = PgEngine {
-            claims: PgClaims { pool: pool.clone() },
-            pool,
+            claims: PgClaims {
+                pool: OffRuntime::new(pool.clone()),
+            },
+            pool: OffRuntime::new(pool),
             config,
             tls,
         };
@@ -197,7 +232,7 @@ impl PgEngine {
 
     /// A pooled connection, or `Unavailable` within the connect timeout.
     pub(crate) fn conn(&self) -> Result<Conn> {
-        blocking(|| self.pool.get()).map_err(|e| {
+        blocking(|| self.pool.get().map(OffRuntime::new)).map_err(|e| {
             Error::Unavailable(format!(
                 "no PostgreSQL connection (retry; is the database up?): {e}"
             ))
