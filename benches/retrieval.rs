@@ -21,6 +21,10 @@
 //! BFCL v4 memory fixture, `tests/fixtures/memory_bfcl/dev.json`). The
 //! format is described in `scripts/convert_bfcl_memory.py`.
 //!
+//! When a PostgreSQL server is at hand (as for the tests: its binaries
+//! installed, or `MNEMO_TEST_POSTGRES_URL`), `quality` also ranks the same
+//! questions with PostgreSQL's full-text search (`retrieval/pg_fts.rs`).
+//!
 //! Run: `cargo bench --bench retrieval -- [quality|latency|all]` (default
 //! `all`). Prints Markdown tables. This measures, it does not test.
 
@@ -37,6 +41,11 @@ use mnemo::server::Daemon;
 use serde::Deserialize;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
+
+#[path = "../tests/common/postgres.rs"]
+mod pg;
+#[path = "retrieval/pg_fts.rs"]
+mod pg_fts;
 
 type Client = MemoryServiceClient<Channel>;
 
@@ -478,6 +487,7 @@ async fn quality(path: &str) {
     let mut hits = vec![[0usize; 4]; BUDGETS.len()];
     let (mut search_ranks, mut bm25_ranks) = (Ranks::default(), Ranks::default());
     let mut misses = Vec::new();
+    let mut asked = Vec::new();
     for q in &data.questions {
         let Some(s) = subjects.get(q.subject_id.as_str()) else {
             continue;
@@ -547,6 +557,15 @@ async fn quality(path: &str) {
             );
         }
         search_ranks.0.push(rank);
+        asked.push(pg_fts::Asked {
+            subject: q.subject_id.clone(),
+            question: q.question.clone(),
+            evidence: q
+                .evidence
+                .iter()
+                .map(|e| (e.session_id.clone(), e.index as u64 + 1))
+                .collect(),
+        });
         bm25_ranks.0.push(
             order
                 .iter()
@@ -575,13 +594,35 @@ async fn quality(path: &str) {
         search_ranks.0.len()
     );
     println!("| ranking | recall@1 | recall@5 | recall@10 | MRR |\n|---|---:|---:|---:|---:|");
-    for (name, r) in [("mnemo Search", &search_ranks), ("plain BM25", &bm25_ranks)] {
+    // PostgreSQL's full-text search on the same turns (off the runtime:
+    // the synchronous client runs its own).
+    let fts = std::thread::scope(|s| {
+        s.spawn(|| {
+            pg::server().map(|server| pg_fts::measure(&server.fresh_database(), &flats, &asked))
+        })
+        .join()
+        .expect("the full-text measurement")
+    });
+    let fts_ranks = fts.as_ref().map(|f| Ranks(f.ranks.clone()));
+    let mut rows = vec![("mnemo Search", &search_ranks), ("plain BM25", &bm25_ranks)];
+    if let Some(r) = &fts_ranks {
+        rows.push(("PostgreSQL full-text (ts_rank_cd)", r));
+    }
+    for (name, r) in rows {
         println!(
             "| {name} | {:.3} | {:.3} | {:.3} | {:.3} |",
             r.at(1),
             r.at(5),
             r.at(10),
             r.mrr()
+        );
+    }
+    if let Some(f) = &fts {
+        println!(
+            "\nPostgreSQL full-text: {:.0} µs per turn inserted (tsvector + GIN), query p50 {:.2} ms p99 {:.2} ms",
+            f.insert_us_per_turn,
+            f.p50.as_secs_f64() * 1e3,
+            f.p99.as_secs_f64() * 1e3
         );
     }
     if !misses.is_empty() {

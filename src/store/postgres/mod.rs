@@ -26,7 +26,7 @@ mod txn;
 use std::ops::Bound;
 use std::time::Duration;
 
-use postgres::types::ToSql;
+use postgres::types::{ToSql, Type};
 use r2d2::{Pool, PooledConnection};
 use r2d2_postgres::PostgresConnectionManager;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -271,9 +271,14 @@ fn sql_limit(limit: usize) -> i64 {
 
 /// Reads through any client: a pooled connection or a transaction's.
 pub(crate) fn get_with(client: &mut postgres::Client, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    blocking(|| client.query_opt("SELECT v FROM mnemo_kv WHERE k = $1", &[&key]))
-        .map_err(db_error)
-        .map(|row| row.map(|r| r.get(0)))
+    blocking(|| {
+        client.query_typed(
+            "SELECT v FROM mnemo_kv WHERE k = $1",
+            &[(&key, Type::BYTEA)],
+        )
+    })
+    .map_err(db_error)
+    .map(|rows| rows.into_iter().next().map(|r| r.get(0)))
 }
 
 pub(crate) fn scan_with(
@@ -289,13 +294,17 @@ pub(crate) fn scan_with(
     let op = if inclusive { ">=" } else { ">" };
     let limit = sql_limit(limit);
     let rows = blocking(|| match &high {
-        Some(high) => client.query(
+        Some(high) => client.query_typed(
             &format!("SELECT k, v FROM mnemo_kv WHERE k {op} $1 AND k < $2 ORDER BY k LIMIT $3"),
-            &[&low, high, &limit],
+            &[
+                (&low, Type::BYTEA),
+                (high, Type::BYTEA),
+                (&limit, Type::INT8),
+            ],
         ),
-        None => client.query(
+        None => client.query_typed(
             &format!("SELECT k, v FROM mnemo_kv WHERE k {op} $1 ORDER BY k LIMIT $2"),
-            &[&low, &limit],
+            &[(&low, Type::BYTEA), (&limit, Type::INT8)],
         ),
     })
     .map_err(db_error)?;
@@ -313,13 +322,17 @@ pub(crate) fn scan_rev_with(
     let high = prefix_end(prefix);
     let limit = sql_limit(limit);
     let rows = blocking(|| match &high {
-        Some(high) => client.query(
+        Some(high) => client.query_typed(
             "SELECT k, v FROM mnemo_kv WHERE k >= $1 AND k < $2 ORDER BY k DESC LIMIT $3",
-            &[&prefix, high, &limit],
+            &[
+                (&prefix, Type::BYTEA),
+                (high, Type::BYTEA),
+                (&limit, Type::INT8),
+            ],
         ),
-        None => client.query(
+        None => client.query_typed(
             "SELECT k, v FROM mnemo_kv WHERE k >= $1 ORDER BY k DESC LIMIT $2",
-            &[&prefix, &limit],
+            &[(&prefix, Type::BYTEA), (&limit, Type::INT8)],
         ),
     })
     .map_err(db_error)?;
@@ -348,13 +361,16 @@ pub(crate) fn apply_with(client: &mut postgres::Client, batch: Batch) -> Result<
     }
     blocking(|| -> std::result::Result<(), postgres::Error> {
         if !del.is_empty() {
-            client.execute("DELETE FROM mnemo_kv WHERE k = ANY($1)", &[&del])?;
+            client.execute_typed(
+                "DELETE FROM mnemo_kv WHERE k = ANY($1)",
+                &[(&del, Type::BYTEA_ARRAY)],
+            )?;
         }
         if !put_k.is_empty() {
-            client.execute(
+            client.execute_typed(
                 "INSERT INTO mnemo_kv (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
                  ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-                &[&put_k, &put_v],
+                &[(&put_k, Type::BYTEA_ARRAY), (&put_v, Type::BYTEA_ARRAY)],
             )?;
         }
         Ok(())

@@ -11,7 +11,9 @@ use std::cell::RefCell;
 use std::ops::Bound;
 
 use super::{apply_with, blocking, db_error, get_with, scan_rev_with, scan_with, Conn};
-use crate::error::Result;
+use postgres::types::Type;
+
+use crate::error::{Error, Result};
 use crate::model::now_nanos;
 use crate::store::engine::{Batch, Entry, Read, Txn, Write};
 
@@ -39,9 +41,9 @@ impl PgTxn {
             if !lock.is_empty() {
                 // Inserting the row or updating it both hold its lock to
                 // the end of the transaction.
-                conn.execute(
+                conn.execute_typed(
                     "INSERT INTO mnemo_locks (k) VALUES ($1) ON CONFLICT (k) DO UPDATE SET k = EXCLUDED.k",
-                    &[&lock],
+                    &[(&lock, Type::BYTEA)],
                 )?;
             }
             Ok(())
@@ -64,15 +66,18 @@ impl PgTxn {
             // Ids follow the clock (as on sled) and never go back, so ids
             // from an imported store stay below new ones.
             let now = now_nanos();
-            let top: i64 = blocking(|| {
-                conn.query_one(
+            let rows = blocking(|| {
+                conn.query_typed(
                     "UPDATE mnemo_counters SET value = GREATEST(value, $1) + $2 \
                      WHERE name = 'outbox' RETURNING value",
-                    &[&now, &n],
+                    &[(&now, Type::INT8), (&n, Type::INT8)],
                 )
             })
-            .map_err(db_error)?
-            .get(0);
+            .map_err(db_error)?;
+            let top: i64 = rows
+                .first()
+                .ok_or_else(|| Error::Storage("the outbox counter row is missing".into()))?
+                .get(0);
             let first = (top - n + 1) as u64;
             let batch: Batch = std::mem::take(&mut self.entries)
                 .into_iter()
@@ -84,14 +89,22 @@ impl PgTxn {
         self.topics.sort();
         self.topics.dedup();
         let topics = std::mem::take(&mut self.topics);
-        blocking(|| -> std::result::Result<(), postgres::Error> {
-            for t in &topics {
-                conn.execute("SELECT pg_notify($1, $2)", &[&WATCH_CHANNEL, t])?;
-            }
-            conn.batch_execute("COMMIT")
-        })
-        .map_err(db_error)?;
+        blocking(|| conn.batch_execute("COMMIT")).map_err(db_error)?;
         self.open = false;
+        // After the commit, in a transaction of their own that writes
+        // nothing: a NOTIFY inside the unit would hold PostgreSQL's global
+        // notification lock through its commit and serialize every writer.
+        // A crash right here loses a wake-up, which the watchers' poll
+        // covers.
+        let _ = blocking(|| -> std::result::Result<(), postgres::Error> {
+            for t in &topics {
+                conn.execute_typed(
+                    "SELECT pg_notify($1, $2)",
+                    &[(&WATCH_CHANNEL, Type::TEXT), (t, Type::TEXT)],
+                )?;
+            }
+            Ok(())
+        });
         Ok(())
     }
 }
