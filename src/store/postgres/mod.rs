@@ -16,7 +16,7 @@
 //! The store's ports are synchronous and run on blocking threads, so the
 //! engine uses the synchronous face of tokio-postgres (`postgres`) with an
 //! r2d2 pool; a call from an async worker thread steps off the runtime
-//! first (see [`blocking`]).
+//! first (see `blocking`).
 
 mod claims;
 mod listen;
