@@ -56,7 +56,7 @@ impl std::fmt::Debug for PostgresConfig {
 pub fn redacted(url: &str) -> String {
     static PASSWORD: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re = PASSWORD.get_or_init(|| {
-        regex::Regex::new(r"(://[^:/@]*:)[^@]*@|(password\s*=\s*)('[^']*'|\S+)")
+        regex::Regex::new(r"(://[^:/@]*:)[^/]*@|(password\s*=\s*)('[^']*'|\S+)")
             .expect("a valid pattern")
     });
     re.replace_all(url, |c: &regex::Captures<'_>| match (c.get(1), c.get(2)) {
