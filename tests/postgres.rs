@@ -37,7 +37,12 @@ fn fleet(url: &str, n: usize) -> Fleet {
     for _ in 0..n {
         let tmp = tempfile::tempdir().unwrap();
         let config = tmp.path().join("mnemo.toml");
-        std::fs::write(&config, "[summaries]\nlease_secs = 2\n").unwrap();
+        // A request waits at most 1 s for a database connection.
+        std::fs::write(
+            &config,
+            "[summaries]\nlease_secs = 2\n[postgres]\nconnect_timeout_secs = 1\n",
+        )
+        .unwrap();
         daemons.push(Some(start_on(url, &tmp.path().join("data"), &config)));
         dirs.push(tmp);
     }
@@ -551,7 +556,7 @@ async fn a_database_restart_under_load_loses_nothing_acknowledged() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let c2 = std::thread::scope(|s| s.spawn(|| cluster.stop()).join());
     c2.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     std::thread::scope(|s| s.spawn(|| cluster.start()).join()).unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

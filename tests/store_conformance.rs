@@ -3271,3 +3271,63 @@ fn recent_facts_put_within_a_millisecond_are_newest_first() {
     let want: Vec<String> = texts.iter().rev().cloned().collect();
     assert_eq!(got, want);
 }
+
+/// On a shared database, two processes' writes: one daemon's append still
+/// in its transaction while another's commits and a consumer reads and
+/// advances past it — the slow one's entry is still read once it commits
+/// (entries are numbered in commit order, after every id given before).
+#[test]
+fn postgres_outbox_entry_of_a_slow_daemon_is_not_skipped() {
+    let Some(url) = pg::fresh_database() else {
+        return;
+    };
+    let (slow_daemon, fast_daemon, consumer) = (
+        PgStore::connect(&PgOptions::new(&url)).unwrap(),
+        PgStore::connect(&PgOptions::new(&url)).unwrap(),
+        PgStore::connect(&PgOptions::new(&url)).unwrap(),
+    );
+    slow_daemon.create_session(&session("ns", "a", "")).unwrap();
+    slow_daemon.create_session(&session("ns", "b", "")).unwrap();
+    let (held_tx, held) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let mut seen = Vec::new();
+    let slow_daemon = &slow_daemon;
+    std::thread::scope(|scope| {
+        let slow = scope.spawn(move || {
+            let p = prepared(&["slow"], None, None);
+            slow_daemon
+                .append_turns("ns", "a", None, &mut |s, prev| {
+                    held_tx.send(()).unwrap();
+                    let _ = release_rx.recv_timeout(Duration::from_secs(30));
+                    append::plan(s, prev, &p)
+                })
+                .unwrap()
+        });
+        held.recv_timeout(Duration::from_secs(30)).unwrap();
+        append_texts(&fast_daemon, "ns", "b", &["fast"]);
+        let page = consumer.read_outbox("search", 10).unwrap();
+        consumer.advance_outbox("search", page.through).unwrap();
+        seen.extend(page.entries.into_iter().map(|(_, c)| c));
+        release.send(()).unwrap();
+        slow.join().unwrap();
+    });
+    seen.extend(
+        consumer
+            .read_outbox("search", 10)
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|(_, c)| c),
+    );
+    let turns_of = |id: &str| IndexChange::Turns {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        first_seq: 1,
+        last_seq: 1,
+    };
+    assert!(seen.contains(&turns_of("b")), "{seen:?}");
+    assert!(
+        seen.contains(&turns_of("a")),
+        "the slow daemon's entry was skipped: {seen:?}"
+    );
+}

@@ -52,8 +52,9 @@ pub trait Txn: Read {
     fn apply(&mut self, batch: Batch) -> Result<()>;
 
     /// Whether the engine numbers outbox entries itself (a shared engine:
-    /// ids from the database, visible in id order once committed). When
-    /// false the caller numbers them and writes them with `apply`.
+    /// it stages them with the unit and numbers them in commit order when
+    /// the outbox is read, see [`Shared::sequence`]). When false the caller
+    /// numbers them and writes them with `apply`.
     fn numbers_entries(&self) -> bool {
         false
     }
@@ -82,6 +83,14 @@ pub trait Shared: Send + Sync {
     /// Calls `on_change` with each topic other processes announce (see
     /// [`Txn::announce`]) until the returned guard is dropped.
     fn listen(&self, on_change: crate::store::postgres::OnChange) -> Box<dyn Send>;
+
+    /// Numbers the outbox entries committed so far under `key(id)`, after
+    /// every id already given, in one order for every process; returns
+    /// how many. Readers of the outbox call it first.
+    fn sequence(&self, key: fn(u64) -> Vec<u8>) -> Result<usize>;
+
+    /// Outbox entries committed and not numbered yet.
+    fn staged(&self) -> Result<u64>;
 }
 
 /// A local engine's unit of work: reads and writes go straight to the

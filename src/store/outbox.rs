@@ -125,6 +125,9 @@ impl ChangeLog {
 
 impl<E: Engine> Outbox for KvStore<E> {
     fn read_outbox(&self, consumer: &str, limit: usize) -> Result<OutboxPage> {
+        if let Some(shared) = self.engine().shared() {
+            shared.sequence(keys::change)?;
+        }
         let cursor = {
             let _order = self.changes.order.lock().unwrap_or_else(|p| p.into_inner());
             self.changes.cursor(consumer)
@@ -240,7 +243,7 @@ impl<E: Engine> Outbox for KvStore<E> {
         let cursor = self.changes.cursor(consumer);
         if let Some(shared) = self.engine().shared() {
             let from = keys::change(cursor);
-            return shared.count(Bound::Excluded(&from), &[keys::CHANGE]);
+            return Ok(shared.count(Bound::Excluded(&from), &[keys::CHANGE])? + shared.staged()?);
         }
         let c = self
             .changes

@@ -20,6 +20,7 @@
 
 mod claims;
 mod listen;
+mod outbox;
 mod schema;
 mod txn;
 
@@ -432,6 +433,14 @@ impl Shared for PgEngine {
 
     fn listen(&self, on_change: OnChange) -> Box<dyn Send> {
         Box::new(PgEngine::listen(self, on_change))
+    }
+
+    fn sequence(&self, key: fn(u64) -> Vec<u8>) -> Result<usize> {
+        PgEngine::sequence(self, key)
+    }
+
+    fn staged(&self) -> Result<u64> {
+        PgEngine::staged(self)
     }
 
     fn count(&self, from: Bound<&[u8]>, prefix: &[u8]) -> Result<u64> {

@@ -15,10 +15,12 @@ pub const SCHEMA_VERSION: i32 = 1;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
-    // 1: the keyspace, lock rows, counters and claims.
+    // 1: the keyspace, lock rows, the outbox counter and staged entries,
+    // claims.
     "CREATE TABLE mnemo_kv (k bytea PRIMARY KEY, v bytea NOT NULL);
      CREATE TABLE mnemo_locks (k bytea PRIMARY KEY);
      CREATE TABLE mnemo_counters (name text PRIMARY KEY, value bigint NOT NULL);
+     CREATE TABLE mnemo_staged (k bytea PRIMARY KEY, entry bytea NOT NULL);
      INSERT INTO mnemo_counters (name, value) VALUES ('outbox', 0);
      CREATE TABLE mnemo_claims (
          kind smallint NOT NULL,

@@ -1,21 +1,19 @@
 //! A unit of work of the PostgreSQL engine: one transaction on one pooled
 //! connection, holding the lock row it was begun with until it ends.
-//! Outbox entries are numbered and written last, right before `COMMIT`,
-//! from a counter row: the counter's row lock orders commits that add
-//! entries, so an entry with a lower id is never committed after one with
-//! a higher id (a consumer's cursor would skip it), and the lock is held
-//! only for the commit itself. Watchers of other daemons are told by
-//! `NOTIFY`, which PostgreSQL delivers only if the transaction commits.
+//! Outbox entries are staged with the unit's writes and numbered later, in
+//! commit order, by whoever reads the outbox (`outbox.rs`), so units of
+//! different sessions never wait for one another. Watchers of other
+//! daemons are told by `NOTIFY` once the unit has committed.
 
 use std::cell::RefCell;
 use std::ops::Bound;
 
+use super::outbox::stage_key;
 use super::{apply_with, blocking, db_error, get_with, scan_rev_with, scan_with, Conn};
 use postgres::types::Type;
 
-use crate::error::{Error, Result};
-use crate::model::now_nanos;
-use crate::store::engine::{Batch, Entry, Read, Txn, Write};
+use crate::error::Result;
+use crate::store::engine::{Batch, Entry, Read, Txn};
 
 /// The channel other daemons' watchers listen on; the payload is a
 /// session's watch topic.
@@ -24,9 +22,8 @@ pub(crate) const WATCH_CHANNEL: &str = "mnemo_watch";
 /// An open transaction.
 pub(super) struct PgTxn {
     conn: RefCell<Conn>,
-    /// Outbox entries to number at commit, with the key of an id.
+    /// Outbox entries to stage at commit.
     entries: Vec<Vec<u8>>,
-    entry_key: Option<fn(u64) -> Vec<u8>>,
     /// Topics to announce at commit.
     topics: Vec<String>,
     open: bool,
@@ -52,39 +49,24 @@ impl PgTxn {
         Ok(PgTxn {
             conn: RefCell::new(conn),
             entries: Vec::new(),
-            entry_key: None,
             topics: Vec::new(),
             open: true,
         })
     }
 
-    /// Numbers and writes the outbox entries, sends the notices, commits.
+    /// Stages the outbox entries, commits, sends the notices.
     pub(super) fn commit(mut self) -> Result<()> {
         let conn = self.conn.get_mut();
-        if let (Some(key), false) = (self.entry_key, self.entries.is_empty()) {
-            let n = self.entries.len() as i64;
-            // Ids follow the clock (as on sled) and never go back, so ids
-            // from an imported store stay below new ones.
-            let now = now_nanos();
-            let rows = blocking(|| {
-                conn.query_typed(
-                    "UPDATE mnemo_counters SET value = GREATEST(value, $1) + $2 \
-                     WHERE name = 'outbox' RETURNING value",
-                    &[(&now, Type::INT8), (&n, Type::INT8)],
+        if !self.entries.is_empty() {
+            let keys: Vec<Vec<u8>> = self.entries.iter().map(|_| stage_key()).collect();
+            let entries = std::mem::take(&mut self.entries);
+            blocking(|| {
+                conn.execute_typed(
+                    "INSERT INTO mnemo_staged (k, entry) SELECT * FROM unnest($1::bytea[], $2::bytea[])",
+                    &[(&keys, Type::BYTEA_ARRAY), (&entries, Type::BYTEA_ARRAY)],
                 )
             })
             .map_err(db_error)?;
-            let top: i64 = rows
-                .first()
-                .ok_or_else(|| Error::Storage("the outbox counter row is missing".into()))?
-                .get(0);
-            let first = (top - n + 1) as u64;
-            let batch: Batch = std::mem::take(&mut self.entries)
-                .into_iter()
-                .enumerate()
-                .map(|(i, e)| Write::Put(key(first + i as u64), e))
-                .collect();
-            apply_with(conn, batch)?;
         }
         self.topics.sort();
         self.topics.dedup();
@@ -143,9 +125,9 @@ impl Txn for PgTxn {
         true
     }
 
-    fn add_entries(&mut self, entries: Vec<Vec<u8>>, key: fn(u64) -> Vec<u8>) -> Result<()> {
+    fn add_entries(&mut self, entries: Vec<Vec<u8>>, _key: fn(u64) -> Vec<u8>) -> Result<()> {
+        // Numbered (under `key`) when the outbox is read.
         self.entries.extend(entries);
-        self.entry_key = Some(key);
         Ok(())
     }
 
