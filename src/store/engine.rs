@@ -1,10 +1,14 @@
 //! Key/value engines under the typed store: an ordered map with atomic
-//! batches. `SledEngine` is the durable default; `MemoryEngine` keeps
-//! everything in process memory. Both hold raw bytes; keys, encoding and
-//! checksums are the typed store's business (`kv.rs`).
+//! batches and units of work. `SledEngine` is the durable default;
+//! `MemoryEngine` keeps everything in process memory; the PostgreSQL engine
+//! (`postgres/`) is shared by several daemons. All hold raw bytes; keys,
+//! encoding and checksums are the typed store's business (`kv.rs`).
 //!
 //! Contract: `apply` is atomic (all of a batch or nothing) and immediately
 //! visible to readers; it is durable only after a later `sync` returns.
+//! `locked` runs a read-decide-write as one unit serialized by a lock name;
+//! a local engine leaves that serializing to the caller, a shared one does
+//! it in the database and commits the unit as one transaction.
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;

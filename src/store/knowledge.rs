@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use super::engine::{Batch, Engine, Read, Write};
-use super::kv::{read, read_session, read_summary};
+use super::records::{read, read_session, read_summary};
 use super::{
     codec, keys, DecideAction, DecideEpisode, EpisodePlan, FactFate, KnowledgeStore, KvStore,
     ScanPage,

@@ -1,10 +1,12 @@
 //! The typed store over any `Engine`: sessions, turns, summaries and their
 //! records, using the key layout in `keys` and checksummed values from
-//! `codec`. Writes to one session are serialized by a striped lock; the
-//! domain's `decide` closure runs under it and its plan is applied as one
-//! atomic batch, then group commit makes it durable before the method
-//! returns. Long-term memory and the outbox are in `knowledge.rs` and
-//! `outbox.rs`.
+//! `codec`. Writes to one session run as one unit of work under the
+//! session's lock (a lock stripe in this process for a local engine, the
+//! session's lock row for a shared one); the domain's `decide` closure runs
+//! inside it and its plan is applied atomically, then the write is durable
+//! before the method returns (group commit on sled, the transaction's
+//! commit on PostgreSQL). Long-term memory and the outbox are in
+//! `knowledge.rs` and `outbox.rs`; shared record helpers in `records.rs`.
 
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
@@ -14,6 +16,7 @@ use super::claims::ClaimTable;
 use super::commit::{self, GroupCommit};
 use super::engine::{Batch, Engine, MemoryEngine, Read, SledEngine, Txn, Write};
 use super::outbox::ChangeLog;
+use super::records::{purge_records, read, read_session, read_summary};
 use super::{
     codec, keys, legacy, AppendPlan, Appended, DecideAppend, DecideRemoval, Removed, SessionPage,
     SessionScan, SessionStore, Store, SummaryStore, SummaryWrite,
@@ -26,8 +29,6 @@ use crate::model::{
 
 /// Lock stripes: enough that unrelated sessions rarely contend.
 const STRIPES: usize = 64;
-/// Keys removed per batch when deleting a session's records.
-const DELETE_CHUNK: usize = 4096;
 
 /// A `Store` over engine `E`.
 pub struct KvStore<E: Engine> {
@@ -164,83 +165,6 @@ impl<E: Engine> KvStore<E> {
         }
         Ok((kept, None))
     }
-}
-
-/// Reads and verifies a record through `r`.
-pub(super) fn read<T: serde::de::DeserializeOwned>(
-    r: &dyn Read,
-    key: &[u8],
-    what: impl FnOnce() -> String,
-) -> Result<Option<T>> {
-    match r.get(key)? {
-        Some(v) => codec::decode(&v, what).map(Some),
-        None => Ok(None),
-    }
-}
-
-/// Reads a session record through `r`; `NotFound` when absent.
-pub(super) fn read_session(r: &dyn Read, ns: &str, session_id: &str) -> Result<Session> {
-    let bytes = r
-        .get(&keys::session(ns, session_id))?
-        .ok_or_else(|| Error::session_not_found(ns, session_id))?;
-    legacy::decode_session(&bytes, || format!("session record of {ns}/{session_id}"))
-}
-
-/// Summary version `v` of a session through `r`, if stored.
-pub(super) fn read_summary(
-    r: &dyn Read,
-    ns: &str,
-    session_id: &str,
-    v: u64,
-) -> Result<Option<SessionSummary>> {
-    read(r, &keys::summary(ns, session_id, v), || {
-        format!("summary version {v} of session {ns}/{session_id}")
-    })
-}
-
-/// Removes every key with `prefix`, in bounded batches; returns how many.
-fn delete_prefix(tx: &mut dyn Txn, prefix: &[u8]) -> Result<u64> {
-    let mut n = 0u64;
-    loop {
-        let chunk = tx.scan(Bound::Unbounded, prefix, DELETE_CHUNK)?;
-        if chunk.is_empty() {
-            return Ok(n);
-        }
-        n += chunk.len() as u64;
-        tx.apply(chunk.into_iter().map(|(k, _)| Write::Delete(k)).collect())?;
-    }
-}
-
-/// Removes every record that hangs off a session (not the session record
-/// itself); returns the number of turns removed. Runs under the session's
-/// lock.
-fn purge_records(tx: &mut dyn Txn, ns: &str, session_id: &str) -> Result<u64> {
-    let turns = delete_prefix(tx, &keys::turns_of(ns, session_id))?;
-    delete_prefix(tx, &keys::action_statuses_of(ns, session_id))?;
-    delete_prefix(tx, &keys::idempotency_of(ns, session_id))?;
-    delete_prefix(tx, &keys::summaries_of(ns, session_id))?;
-    delete_prefix(tx, &keys::audits_of(ns, session_id))?;
-    tx.apply(vec![Write::Delete(keys::fold(ns, session_id))])?;
-    // Review items are keyed by namespace; drop this session's.
-    let prefix = keys::reviews_of(ns);
-    let mut from: Option<Vec<u8>> = None;
-    loop {
-        let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let chunk = tx.scan(bound, &prefix, DELETE_CHUNK)?;
-        let Some((last, _)) = chunk.last() else { break };
-        from = Some(last.clone());
-        let mut batch = Batch::new();
-        for (k, v) in &chunk {
-            // A corrupt review item cannot be attributed; keep it.
-            if let Ok(item) = codec::decode::<ReviewItem>(v, String::new) {
-                if item.session_id == session_id {
-                    batch.push(Write::Delete(k.clone()));
-                }
-            }
-        }
-        tx.apply(batch)?;
-    }
-    Ok(turns)
 }
 
 /// The topic other daemons' watchers of a session listen for.

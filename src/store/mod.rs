@@ -24,6 +24,7 @@ mod kv;
 pub mod legacy;
 mod outbox;
 pub mod postgres;
+mod records;
 
 use std::collections::BTreeMap;
 
