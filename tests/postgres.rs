@@ -511,7 +511,7 @@ async fn a_summary_claimed_by_a_killed_daemon_is_finished_by_another_after_the_l
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_database_restart_under_load_loses_nothing_acknowledged() {
-    let Some(cluster) = pg::private_cluster() else {
+    let Some(cluster) = pg::private_cluster(None) else {
         return;
     };
     let url = cluster.fresh_database();
@@ -580,4 +580,83 @@ async fn a_database_restart_under_load_loses_nothing_acknowledged() {
     }
     let seqs: Vec<u64> = turns.iter().map(|t| t.seq).collect();
     assert_eq!(seqs, (1..=turns.len() as u64).collect::<Vec<_>>());
+}
+
+/// TLS to the database (rustls): a server with a certificate from a test
+/// CA is reached with `sslmode=require` and that CA, and the connection is
+/// encrypted; with another CA the daemon's store refuses the server.
+#[test]
+fn the_database_is_reached_over_tls_checked_against_the_given_ca() {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let ca = |_: ()| {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap()
+    };
+    let (good, other) = (ca(()), ca(()));
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &good)
+        .unwrap();
+    let Some(cluster) = pg::private_cluster(Some((&cert.pem(), &key.serialize_pem()))) else {
+        return;
+    };
+    let url = format!("{} sslmode=require", cluster.fresh_database());
+    let tmp = tempfile::tempdir().unwrap();
+    let (good_ca, other_ca) = (tmp.path().join("good.pem"), tmp.path().join("other.pem"));
+    std::fs::write(&good_ca, good.pem()).unwrap();
+    std::fs::write(&other_ca, other.pem()).unwrap();
+    let options = |ca: &Path| mnemo::store::postgres::PgOptions {
+        ca_file: Some(ca.to_path_buf()),
+        ..mnemo::store::postgres::PgOptions::new(&url)
+    };
+    let store = mnemo::store::PgStore::connect(&options(&good_ca)).expect("TLS with the right CA");
+    assert!(store.engine().encrypted().unwrap(), "the connection is TLS");
+    let refused = mnemo::store::PgStore::connect(&options(&other_ca))
+        .err()
+        .expect("refused");
+    assert!(matches!(refused, mnemo::Error::Unavailable(_)), "{refused}");
+}
+
+/// A database whose schema is newer than this release knows is refused
+/// at start, with what to do; the schema is created once by daemons
+/// starting together.
+#[test]
+fn a_newer_schema_is_refused_and_migrations_apply_once() {
+    let Some(url) = database() else { return };
+    let opts = mnemo::store::postgres::PgOptions::new(&url);
+    let stores: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| mnemo::store::PgStore::connect(&opts)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for s in &stores {
+        assert!(
+            s.is_ok(),
+            "four daemons starting together: {:?}",
+            s.as_ref().err()
+        );
+    }
+    drop(stores);
+    let mut c = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    let version: i32 = c
+        .query_one("SELECT version FROM mnemo_schema WHERE id = 1", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, mnemo::store::postgres::SCHEMA_VERSION);
+    c.execute(
+        "UPDATE mnemo_schema SET version = version + 1 WHERE id = 1",
+        &[],
+    )
+    .unwrap();
+    let err = mnemo::store::PgStore::connect(&opts)
+        .err()
+        .expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("newer than this release") && msg.contains("run a newer mnemo"),
+        "{msg}"
+    );
 }

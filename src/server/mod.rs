@@ -64,6 +64,7 @@ impl Daemon {
                         tracing::info!(
                             database = %crate::config::postgres::redacted(&cfg.postgres.url),
                             pool_size = cfg.postgres.pool_size,
+                            tls = store.engine().encrypted().unwrap_or(false),
                             "storing in PostgreSQL, shared with every daemon using the database"
                         );
                         Arc::new(store)

@@ -81,11 +81,40 @@ fn free_port() -> u16 {
 }
 
 fn start_cluster(bin: &Path) -> Server {
+    start_cluster_with(bin, None)
+}
+
+/// A cluster; with `tls` (certificate chain and key, PEM) it serves TLS
+/// beside plaintext.
+fn start_cluster_with(bin: &Path, tls: Option<(&str, &str)>) -> Server {
     let dir = tempfile::Builder::new()
         .prefix("mnemo-pg-")
         .tempdir()
         .expect("temp dir");
     let data = dir.path().join("data");
+    let mut ssl = String::new();
+    if let Some((cert, key)) = tls {
+        let (c, k) = (dir.path().join("server.crt"), dir.path().join("server.key"));
+        std::fs::write(&c, cert).unwrap();
+        std::fs::write(&k, key).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
+        if is_root() {
+            for f in [&c, &k] {
+                let ok = Command::new("chown")
+                    .arg("postgres:postgres")
+                    .arg(f)
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(ok, "cannot hand the TLS files to the postgres user");
+            }
+        }
+        ssl = format!(
+            " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            c.display(),
+            k.display()
+        );
+    }
     if is_root() {
         let ok = Command::new("chown")
             .args(["postgres:postgres"])
@@ -117,7 +146,7 @@ fn start_cluster(bin: &Path) -> Server {
     let port = free_port();
     let log = dir.path().join("log");
     let opts = format!(
-        "-k {} -p {port} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=on",
+        "-k {} -p {port} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=on{ssl}",
         dir.path().display()
     );
     let out = run_pg(
@@ -269,17 +298,18 @@ pub fn fresh_database() -> Option<String> {
     server().map(Server::fresh_database)
 }
 
-/// A cluster of the caller's own (for tests that stop and start it),
-/// when the server's binaries are installed; `None` (said loudly) when
-/// only `MNEMO_TEST_POSTGRES_URL` or nothing is available.
-pub fn private_cluster() -> Option<Server> {
+/// A cluster of the caller's own (for tests that stop and start it, or
+/// serve TLS with the given certificate chain and key), when the server's
+/// binaries are installed; `None` (said loudly) when only
+/// `MNEMO_TEST_POSTGRES_URL` or nothing is available.
+pub fn private_cluster(tls: Option<(&str, &str)>) -> Option<Server> {
     match pg_bin() {
-        Some(bin) => Some(start_cluster(&bin)),
+        Some(bin) => Some(start_cluster_with(&bin, tls)),
         None => {
             if std::env::var("MNEMO_REQUIRE_POSTGRES").as_deref() == Ok("1") {
                 panic!("PostgreSQL tests required (MNEMO_REQUIRE_POSTGRES=1) but the server's binaries are not installed");
             }
-            eprintln!("\n*** SKIPPED: a PostgreSQL restart test needs the server's binaries (a cluster it can stop and start) ***\n");
+            eprintln!("\n*** SKIPPED: this PostgreSQL test needs the server's binaries (a cluster of its own) ***\n");
             None
         }
     }

@@ -145,10 +145,15 @@ pub(crate) fn db_error(e: postgres::Error) -> Error {
                 .contains(c)
         })
         || e.code().is_none() && std::error::Error::source(&e).is_some();
+    // The server's own words (its Display is only "db error").
+    let what = match e.as_db_error() {
+        Some(db) => format!("{} ({}): {}", db.severity(), db.code().code(), db.message()),
+        None => e.to_string(),
+    };
     if retry {
-        Error::Unavailable(format!("the database is unavailable (retry): {e}"))
+        Error::Unavailable(format!("the database is unavailable (retry): {what}"))
     } else {
-        Error::Storage(format!("database error: {e}"))
+        Error::Storage(format!("database error: {what}"))
     }
 }
 
@@ -246,6 +251,19 @@ impl PgEngine {
     ) -> impl Fn() -> std::result::Result<postgres::Client, postgres::Error> + Send + 'static {
         let (config, tls) = (self.config.clone(), self.tls.clone());
         move || config.connect(tls.clone())
+    }
+
+    /// Whether this daemon's connections to the database are encrypted.
+    pub fn encrypted(&self) -> Result<bool> {
+        let mut conn = self.conn()?;
+        blocking(|| {
+            conn.query_typed(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .map_err(db_error)
+            .map(|rows| rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+        })
     }
 
     /// Connections open and idle (for metrics and tests).

@@ -36,47 +36,70 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
      CREATE INDEX mnemo_claims_due ON mnemo_claims (kind, due_at);",
 ];
 
+/// Why a migration attempt failed.
+enum Failed {
+    Db(postgres::Error),
+    Newer(i32),
+}
+
+impl From<postgres::Error> for Failed {
+    fn from(e: postgres::Error) -> Failed {
+        Failed::Db(e)
+    }
+}
+
 /// Brings the schema to [`SCHEMA_VERSION`].
 pub(super) fn migrate(conn: &mut postgres::Client) -> Result<()> {
-    // Two daemons creating the version table at once: one of them fails on
-    // the catalog's unique index; the second try sees the table.
+    use postgres::error::SqlState;
+    // Daemons creating the version table at once: all but one fail on the
+    // catalog's unique index (or find the table created meanwhile); a
+    // second try sees the table and waits on its row lock.
     let mut tries = 0;
     loop {
         tries += 1;
         match blocking(|| migrate_once(conn)) {
-            Err(Error::Storage(msg)) if tries < 3 && msg.contains("duplicate key") => continue,
-            other => return other,
+            Ok(()) => return Ok(()),
+            Err(Failed::Newer(version)) => {
+                return Err(Error::Storage(format!(
+                    "the database's mnemo schema is version {version}, newer than this release knows ({SCHEMA_VERSION}); run a newer mnemo"
+                )))
+            }
+            Err(Failed::Db(e))
+                if tries < 5
+                    && e.code().is_some_and(|c| {
+                        *c == SqlState::UNIQUE_VIOLATION || *c == SqlState::DUPLICATE_TABLE
+                    }) =>
+            {
+                continue
+            }
+            Err(Failed::Db(e)) => return Err(db_error(e)),
         }
     }
 }
 
-fn migrate_once(conn: &mut postgres::Client) -> Result<()> {
-    let mut tx = conn.transaction().map_err(db_error)?;
+fn migrate_once(conn: &mut postgres::Client) -> std::result::Result<(), Failed> {
+    let mut tx = conn.transaction()?;
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS mnemo_schema (id int PRIMARY KEY, version int NOT NULL);
          INSERT INTO mnemo_schema (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;",
-    )
-    .map_err(db_error)?;
+    )?;
     let version: i32 = tx
         .query_one(
             "SELECT version FROM mnemo_schema WHERE id = 1 FOR UPDATE",
             &[],
-        )
-        .map_err(db_error)?
+        )?
         .get(0);
     if version > SCHEMA_VERSION {
-        return Err(Error::Storage(format!(
-            "the database's mnemo schema is version {version}, newer than this release knows ({SCHEMA_VERSION}); run a newer mnemo"
-        )));
+        return Err(Failed::Newer(version));
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
-        tx.batch_execute(sql).map_err(db_error)?;
+        tx.batch_execute(sql)?;
         tracing::info!(version = i + 1, "applied a PostgreSQL schema migration");
     }
     tx.execute(
         "UPDATE mnemo_schema SET version = $1 WHERE id = 1",
         &[&SCHEMA_VERSION.max(version)],
-    )
-    .map_err(db_error)?;
-    tx.commit().map_err(db_error)
+    )?;
+    tx.commit()?;
+    Ok(())
 }
