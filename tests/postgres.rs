@@ -660,3 +660,76 @@ fn a_newer_schema_is_refused_and_migrations_apply_once() {
         "{msg}"
     );
 }
+
+/// Idle sweeping by the same claims: a session made idle-prone through
+/// one daemon and written through another goes IDLE once, with one
+/// IDLE_TIMEOUT summary, whichever of three daemons sweeps it; a watcher
+/// on the third sees the state change once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idle_session_is_swept_once_by_one_of_three_daemons() {
+    use pb::watch_session_response::Event;
+    let Some(url) = database() else { return };
+    let f = fleet(&url, 3);
+    let (mut a, mut b, mut c) = (f.client(0).await, f.client(1).await, f.client(2).await);
+    a.create_session(pb::CreateSessionRequest {
+        namespace: "ns".into(),
+        session_id: "idle".into(),
+        subject_id: "customer:ada".into(),
+        settings: Some(pb::SessionSettings {
+            idle_timeout_seconds: 1,
+            summary_every_turns: 10_000,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut stream = c
+        .watch_session(pb::WatchSessionRequest {
+            namespace: "ns".into(),
+            session_id: "idle".into(),
+            from_seq: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    b.append_turns(append_req(
+        "ns",
+        "idle",
+        vec![user_turn("Please refund order ORD-3 ($5.00) by Friday.")],
+    ))
+    .await
+    .unwrap();
+    let mut idle_events = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(Some(Ok(msg))) = tokio::time::timeout(left.min(Duration::from_secs(4)), async {
+            stream.message().await.transpose()
+        })
+        .await
+        else {
+            if idle_events > 0 {
+                break;
+            }
+            continue;
+        };
+        if let Some(Event::StateChanged(s)) = msg.event {
+            if s.state == pb::SessionState::Idle as i32 {
+                idle_events += 1;
+            }
+        }
+    }
+    assert_eq!(
+        idle_events, 1,
+        "one IDLE state change seen through the third daemon"
+    );
+    let s = wait_summary(&mut a, "idle", 1).await;
+    assert_eq!(s.state, pb::SessionState::Idle as i32);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        audit_versions(&mut a, "idle").await,
+        [1],
+        "one idle summary"
+    );
+}
