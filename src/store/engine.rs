@@ -47,6 +47,12 @@ pub trait Read {
     /// Entries whose keys start with `prefix`, in descending key order,
     /// at most `limit`.
     fn scan_rev(&self, prefix: &[u8], limit: usize) -> Result<Vec<Entry>>;
+
+    /// The values of `keys`, in their order (one round trip on a
+    /// database; point reads on a local engine).
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
 }
 
 /// A unit of work of [`Engine::locked`]: reads see every write committed

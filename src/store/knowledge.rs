@@ -227,17 +227,25 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         scan_limit: usize,
     ) -> Result<Vec<Fact>> {
         // Fact ids are ULIDs: the subject index read backwards is newest
-        // first.
-        let mut out = Vec::new();
-        for (k, _) in self
+        // first. Versions are read a chunk at a time (superseded ones are
+        // skipped, so a chunk may not fill the page).
+        let ids: Vec<String> = self
             .engine()
             .scan_rev(&keys::subject_facts_of(ns, subject), scan_limit)?
-        {
-            let id = String::from_utf8_lossy(keys::last_component(&k)).into_owned();
-            if let Some(f) = read_fact(self.engine(), ns, &id)?.filter(Fact::is_current) {
-                out.push(f);
-                if out.len() == limit {
-                    break;
+            .into_iter()
+            .map(|(k, _)| String::from_utf8_lossy(keys::last_component(&k)).into_owned())
+            .collect();
+        let mut out = Vec::new();
+        for chunk in ids.chunks(limit.clamp(16, 256)) {
+            let keys: Vec<Vec<u8>> = chunk.iter().map(|id| keys::fact(ns, id)).collect();
+            for (id, value) in chunk.iter().zip(self.engine().get_many(&keys)?) {
+                let Some(v) = value else { continue };
+                let f: Fact = codec::decode(&v, || format!("fact {id} of namespace {ns}"))?;
+                if f.is_current() {
+                    out.push(f);
+                    if out.len() == limit {
+                        return Ok(out);
+                    }
                 }
             }
         }

@@ -499,13 +499,16 @@ impl<E: Engine> SessionStore for KvStore<E> {
     }
 
     fn get_turns(&self, ns: &str, session_id: &str, seqs: &[u64]) -> Result<Vec<Turn>> {
+        let keys: Vec<Vec<u8>> = seqs
+            .iter()
+            .map(|&seq| keys::turn(ns, session_id, seq))
+            .collect();
         let mut out = Vec::with_capacity(seqs.len());
-        for &seq in seqs {
-            let key = keys::turn(ns, session_id, seq);
-            if let Some(t) =
-                self.read(&key, || format!("turn {seq} of session {ns}/{session_id}"))?
-            {
-                out.push(t);
+        for (&seq, value) in seqs.iter().zip(self.engine.get_many(&keys)?) {
+            if let Some(v) = value {
+                out.push(codec::decode(&v, || {
+                    format!("turn {seq} of session {ns}/{session_id}")
+                })?);
             }
         }
         Ok(out)

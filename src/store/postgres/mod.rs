@@ -418,6 +418,24 @@ impl Read for PgEngine {
     fn scan_rev(&self, prefix: &[u8], limit: usize) -> Result<Vec<Entry>> {
         with_conn(self, |c| scan_rev_with(c, prefix, limit))
     }
+
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = with_conn(self, |c| {
+            blocking(|| {
+                c.query_typed(
+                    "SELECT k, v FROM mnemo_kv WHERE k = ANY($1)",
+                    &[(&keys, Type::BYTEA_ARRAY)],
+                )
+            })
+            .map_err(db_error)
+        })?;
+        let mut found: std::collections::HashMap<Vec<u8>, Vec<u8>> =
+            rows.into_iter().map(|r| (r.get(0), r.get(1))).collect();
+        Ok(keys.iter().map(|k| found.remove(k)).collect())
+    }
 }
 
 impl Engine for PgEngine {
