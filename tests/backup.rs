@@ -288,8 +288,9 @@ fn ok_json(out: Output) -> serde_json::Value {
 
 /// sled → PostgreSQL → sled through `mnemo export`/`import` is lossless
 /// (every export record-for-record the same), `mnemo verify` passes on
-/// the database, and a daemon on the database serves the imported memory,
-/// search included.
+/// the database, and a daemon already running on the database serves the
+/// imported memory, search included (the import tells its index through
+/// the outbox).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sled_to_postgres_and_back_is_lossless_and_verify_passes_on_postgres() {
     let Some(url) = common::postgres::fresh_database() else {
@@ -304,6 +305,12 @@ async fn sled_to_postgres_and_back_is_lossless_and_verify_passes_on_postgres() {
         all.extend(pg);
         mnemo(&all)
     };
+    // A daemon on the (empty) database, running through the import.
+    let mut config = config_for(&tmp.path().join("pg-daemon"));
+    config.store = mnemo::config::StoreKind::Postgres;
+    config.postgres.url = url.clone();
+    let server = TestServer::start_with(config).await;
+    let mut c = server.client().await;
     let from_sled = tmp.path().join("sled.jsonl");
     ok(mnemo(&[
         "export",
@@ -313,6 +320,11 @@ async fn sled_to_postgres_and_back_is_lossless_and_verify_passes_on_postgres() {
         path(&src),
     ]));
     ok(with_pg(&["import", path(&from_sled)]));
+    // The running daemon serves it, and its index learned of it.
+    let turns = common::all_turns(&mut c, "shop", "visit-1").await;
+    assert_eq!(turns.len(), 3);
+    common::search_until(&mut c, "shop", "", "espresso grinder", |h| !h.is_empty()).await;
+    server.stop().await;
     let report = ok(with_pg(&["verify"]));
     assert!(report.contains("ok"), "{report}");
     let from_pg = tmp.path().join("pg.jsonl");
@@ -334,16 +346,6 @@ async fn sled_to_postgres_and_back_is_lossless_and_verify_passes_on_postgres() {
     ]));
     assert_eq!(records(&from_pg), records(&again), "PostgreSQL → sled");
 
-    // A daemon on the database serves what was imported.
-    let mut config = config_for(&tmp.path().join("pg-daemon"));
-    config.store = mnemo::config::StoreKind::Postgres;
-    config.postgres.url = url.clone();
-    let server = TestServer::start_with(config).await;
-    let mut c = server.client().await;
-    let turns = common::all_turns(&mut c, "shop", "visit-1").await;
-    assert_eq!(turns.len(), 3);
-    common::search_until(&mut c, "shop", "", "espresso grinder", |h| !h.is_empty()).await;
-    server.stop().await;
     // Importing the same sessions again is refused, and writes nothing.
     let twice = with_pg(&["import", path(&from_sled)]);
     assert!(!twice.status.success());

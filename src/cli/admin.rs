@@ -237,7 +237,7 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
     drop(store);
     if shared {
         end_progress();
-        eprintln!("imported {n} records; daemons started with a new data directory build their search index from the database (run `mnemo reindex` for one that has an index)");
+        eprintln!("imported {n} records; the daemons' search indexes pick them up from the outbox");
         return Ok(());
     }
     // The index does not know the imported records: rebuild it at start.

@@ -362,7 +362,53 @@ pub fn import(
         progress(written);
     }
     engine.sync()?;
+    if let Some(shared) = engine.shared() {
+        // Daemons sharing the database may be running: their search
+        // indexes learn of the imported records from the outbox.
+        for chunk in imported_changes(&writes)?.chunks(PAGE) {
+            let entries = chunk.iter().map(codec::encode).collect::<Result<_>>()?;
+            shared.stage(entries)?;
+        }
+    }
     Ok(written)
+}
+
+/// What the search index must learn of imported records: each session's
+/// turns, each fact version, each episode.
+fn imported_changes(writes: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<IndexChange>> {
+    let mut out = Vec::new();
+    for (key, value) in writes {
+        let what = || String::from("an imported record");
+        match key[0] {
+            keys::SESSION => {
+                let s = legacy::decode_session(value, what)?;
+                if s.next_seq > 1 {
+                    out.push(IndexChange::Turns {
+                        namespace: s.namespace,
+                        session_id: s.session_id,
+                        first_seq: 1,
+                        last_seq: s.next_seq - 1,
+                    });
+                }
+            }
+            keys::FACT => {
+                let f: Fact = codec::decode(value, what)?;
+                out.push(IndexChange::Fact {
+                    namespace: f.namespace,
+                    fact_id: f.fact_id,
+                });
+            }
+            keys::EPISODE => {
+                let e: Episode = codec::decode(value, what)?;
+                out.push(IndexChange::Episode {
+                    namespace: e.namespace,
+                    session_id: e.session_id,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 /// Problems [`verify`] found, each a line for a person.

@@ -101,6 +101,9 @@ pub trait Shared: Send + Sync {
 
     /// Outbox entries committed and not numbered yet.
     fn staged(&self) -> Result<u64>;
+
+    /// Adds outbox entries outside a unit of work (after an import).
+    fn stage(&self, entries: Vec<Vec<u8>>) -> Result<()>;
 }
 
 /// A local engine's unit of work: reads and writes go straight to the

@@ -479,6 +479,11 @@ impl Shared for PgEngine {
         PgEngine::staged(self)
     }
 
+    fn stage(&self, entries: Vec<Vec<u8>>) -> Result<()> {
+        let mut conn = self.conn()?;
+        blocking(|| outbox::stage_with(&mut conn, entries))
+    }
+
     fn count(&self, from: Bound<&[u8]>, prefix: &[u8]) -> Result<u64> {
         let (low, inclusive, high) = range(from, prefix);
         let op = if inclusive { ">=" } else { ">" };

@@ -21,9 +21,21 @@ use crate::store::engine::{Batch, Write};
 /// Entries numbered per pass.
 const PASS: i64 = 4096;
 
+/// Stages outbox entries through `conn` (inside the caller's transaction,
+/// if any).
+pub(super) fn stage_with(conn: &mut postgres::Client, entries: Vec<Vec<u8>>) -> Result<()> {
+    let keys: Vec<Vec<u8>> = entries.iter().map(|_| stage_key()).collect();
+    conn.execute_typed(
+        "INSERT INTO mnemo_staged (k, entry) SELECT * FROM unnest($1::bytea[], $2::bytea[])",
+        &[(&keys, Type::BYTEA_ARRAY), (&entries, Type::BYTEA_ARRAY)],
+    )
+    .map_err(db_error)?;
+    Ok(())
+}
+
 /// A staging key: the time, this process, and a counter (unique, and in
 /// staging order within a process).
-pub(super) fn stage_key() -> Vec<u8> {
+fn stage_key() -> Vec<u8> {
     static PROCESS: OnceLock<[u8; 8]> = OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let process = PROCESS.get_or_init(|| {

@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::ops::Bound;
 
-use super::outbox::stage_key;
+use super::outbox::stage_with;
 use super::{apply_with, blocking, db_error, get_with, scan_rev_with, scan_with, Conn};
 use postgres::types::Type;
 
@@ -58,15 +58,8 @@ impl PgTxn {
     pub(super) fn commit(mut self) -> Result<()> {
         let conn = self.conn.get_mut();
         if !self.entries.is_empty() {
-            let keys: Vec<Vec<u8>> = self.entries.iter().map(|_| stage_key()).collect();
             let entries = std::mem::take(&mut self.entries);
-            blocking(|| {
-                conn.execute_typed(
-                    "INSERT INTO mnemo_staged (k, entry) SELECT * FROM unnest($1::bytea[], $2::bytea[])",
-                    &[(&keys, Type::BYTEA_ARRAY), (&entries, Type::BYTEA_ARRAY)],
-                )
-            })
-            .map_err(db_error)?;
+            blocking(|| stage_with(conn, entries))?;
         }
         self.topics.sort();
         self.topics.dedup();
