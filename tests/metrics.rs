@@ -114,6 +114,12 @@ async fn the_metrics_endpoint_counts_requests_and_reports_memory() {
     assert_eq!(get("mnemo_watch_streams_open"), 0.0);
     assert!(get("mnemo_store_syncs_total") >= 2.0);
     assert!(get("mnemo_data_dir_bytes") > 0.0);
+    if on_postgres() {
+        assert!(get("mnemo_postgres_connections") >= 1.0);
+        assert!(get("mnemo_postgres_connections_idle") <= get("mnemo_postgres_connections"));
+    } else {
+        assert!(!m.contains_key("mnemo_postgres_connections"));
+    }
     drop(c);
     server.stop().await;
 }

@@ -240,6 +240,20 @@ impl Collector for MemoryCollector {
             "writes not yet applied to the search index",
             lag,
         )?;
+        if let Some((open, idle)) = m.memory().store().connections() {
+            gauge(
+                &mut e,
+                "postgres_connections",
+                "connections to PostgreSQL this daemon holds",
+                i64::from(open),
+            )?;
+            gauge(
+                &mut e,
+                "postgres_connections_idle",
+                "of them, idle in the pool",
+                i64::from(idle),
+            )?;
+        }
         let ix = m.indexer().stats();
         counter(
             &mut e,

@@ -226,7 +226,9 @@ impl Daemon {
             }
         };
 
-        let data_dir = (self.config.store == StoreKind::Sled).then(|| self.config.data_dir.clone());
+        // On PostgreSQL the data directory holds this daemon's search index.
+        let data_dir =
+            (self.config.store != StoreKind::Memory).then(|| self.config.data_dir.clone());
         let metrics = Arc::new(Metrics::new(
             &self.runtime,
             data_dir,

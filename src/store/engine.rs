@@ -104,6 +104,9 @@ pub trait Shared: Send + Sync {
 
     /// Adds outbox entries outside a unit of work (after an import).
     fn stage(&self, entries: Vec<Vec<u8>>) -> Result<()>;
+
+    /// Connections held to the database, and how many of them are idle.
+    fn connections(&self) -> (u32, u32);
 }
 
 /// A local engine's unit of work: reads and writes go straight to the

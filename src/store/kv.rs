@@ -750,4 +750,8 @@ impl<E: Engine> Store for KvStore<E> {
     fn listen(&self, on_change: super::postgres::OnChange) -> Option<Box<dyn Send>> {
         self.engine.shared().map(|s| s.listen(on_change))
     }
+
+    fn connections(&self) -> Option<(u32, u32)> {
+        self.engine.shared().map(|s| s.connections())
+    }
 }

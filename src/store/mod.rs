@@ -549,4 +549,10 @@ pub trait Store:
     fn listen(&self, _on_change: postgres::OnChange) -> Option<Box<dyn Send>> {
         None
     }
+
+    /// For a shared store: the database connections held, and how many
+    /// are idle.
+    fn connections(&self) -> Option<(u32, u32)> {
+        None
+    }
 }

@@ -479,6 +479,10 @@ impl Shared for PgEngine {
         PgEngine::staged(self)
     }
 
+    fn connections(&self) -> (u32, u32) {
+        self.pool_state()
+    }
+
     fn stage(&self, entries: Vec<Vec<u8>>) -> Result<()> {
         let mut conn = self.conn()?;
         blocking(|| outbox::stage_with(&mut conn, entries))
