@@ -104,12 +104,13 @@ impl Claims for PgClaims {
         limit: usize,
     ) -> Result<Vec<Claim>> {
         let k = kind_code(kind);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // At most 1,024 claims per call (each gets a token of its own).
+        let limit = limit.min(1024);
         let until = now.saturating_add(lease_nanos);
-        let mut tokens = Vec::new();
-        for _ in 0..limit.min(1024) {
-            tokens.push(new_token()?);
-        }
+        let tokens = (0..limit)
+            .map(|_| new_token())
+            .collect::<Result<Vec<_>>>()?;
+        let limit = limit as i64;
         let rows = self.run(|c| {
             let mut tx = c.transaction()?;
             let rows = tx.query(
