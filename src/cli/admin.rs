@@ -159,7 +159,10 @@ pub(super) fn open_store(overrides: &Overrides) -> Result<(AdminStore, PathBuf),
                 .map_err(|e| e.to_string())?,
         ),
         StoreKind::Postgres => AdminStore::Postgres(
-            PgStore::connect(&config.postgres.options()).map_err(|e| e.to_string())?,
+            PgStore::connect(&crate::store::postgres::PgOptions::from_config(
+                &config.postgres,
+            ))
+            .map_err(|e| e.to_string())?,
         ),
         StoreKind::Memory => {
             return Err("this command works on a stored memory: --store sled or postgres".into())

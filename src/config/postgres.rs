@@ -4,12 +4,10 @@
 //! accepted from `MNEMO_POSTGRES_URL` for that reason) and is never logged.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::store::postgres::PgOptions;
 
 /// Accepted pool sizes.
 pub const POOL_SIZE_RANGE: std::ops::RangeInclusive<u32> = 1..=1024;
@@ -88,16 +86,6 @@ impl PostgresConfig {
             ));
         }
         Ok(())
-    }
-
-    /// The engine's options.
-    pub fn options(&self) -> PgOptions {
-        PgOptions {
-            url: self.url.clone(),
-            pool_size: self.pool_size,
-            connect_timeout: Duration::from_secs(self.connect_timeout_secs),
-            ca_file: self.ca_file.clone(),
-        }
     }
 }
 

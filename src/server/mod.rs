@@ -29,6 +29,7 @@ use crate::memory::SEARCH_CONSUMER;
 use crate::pb;
 use crate::pb::memory_service_server::MemoryServiceServer;
 use crate::runtime::Runtime;
+use crate::store::postgres::PgOptions;
 use crate::store::{MemoryStore, PgStore, SledStore, Store};
 use crate::summarize::{RuleBased, Summarizer};
 
@@ -60,7 +61,7 @@ impl Daemon {
                     }
                     StoreKind::Memory => Arc::new(MemoryStore::default()),
                     StoreKind::Postgres => {
-                        let store = PgStore::connect(&cfg.postgres.options())?;
+                        let store = PgStore::connect(&PgOptions::from_config(&cfg.postgres))?;
                         tracing::info!(
                             database = %crate::config::postgres::redacted(&cfg.postgres.url),
                             pool_size = cfg.postgres.pool_size,

@@ -90,6 +90,16 @@ pub struct PgOptions {
 }
 
 impl PgOptions {
+    /// The options a daemon's `[postgres]` settings give.
+    pub fn from_config(c: &crate::config::PostgresConfig) -> PgOptions {
+        PgOptions {
+            url: c.url.clone(),
+            pool_size: c.pool_size,
+            connect_timeout: Duration::from_secs(c.connect_timeout_secs),
+            ca_file: c.ca_file.clone(),
+        }
+    }
+
     /// Options for `url` with the defaults.
     pub fn new(url: &str) -> PgOptions {
         PgOptions {
