@@ -81,6 +81,10 @@ pub trait Txn: Read {
     fn announce(&mut self, _topic: String) {}
 }
 
+/// Called with each topic another process announced (see
+/// [`Txn::announce`]).
+pub type OnChange = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
 /// What a shared engine (one database, several daemons) keeps in the
 /// database rather than in the process.
 pub trait Shared: Send + Sync {
@@ -92,7 +96,7 @@ pub trait Shared: Send + Sync {
 
     /// Calls `on_change` with each topic other processes announce (see
     /// [`Txn::announce`]) until the returned guard is dropped.
-    fn listen(&self, on_change: crate::store::postgres::OnChange) -> Box<dyn Send>;
+    fn listen(&self, on_change: OnChange) -> Box<dyn Send>;
 
     /// Numbers the outbox entries committed so far under `key(id)`, after
     /// every id already given, in one order for every process; returns

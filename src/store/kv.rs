@@ -747,7 +747,7 @@ impl<E: Engine> Store for KvStore<E> {
         self.engine.shared().is_some()
     }
 
-    fn listen(&self, on_change: super::postgres::OnChange) -> Option<Box<dyn Send>> {
+    fn listen(&self, on_change: super::engine::OnChange) -> Option<Box<dyn Send>> {
         self.engine.shared().map(|s| s.listen(on_change))
     }
 

@@ -546,7 +546,7 @@ pub trait Store:
     /// For a shared store: calls `on_change` with the watch topic
     /// (`namespace \t session id`) of each session another daemon
     /// changed, until the guard is dropped. A wake-up only: it can be lost.
-    fn listen(&self, _on_change: postgres::OnChange) -> Option<Box<dyn Send>> {
+    fn listen(&self, _on_change: engine::OnChange) -> Option<Box<dyn Send>> {
         None
     }
 

@@ -13,9 +13,7 @@ use fallible_iterator::FallibleIterator;
 
 use super::txn::WATCH_CHANNEL;
 use super::PgEngine;
-
-/// Called with each topic another daemon announced.
-pub type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
+use crate::store::engine::OnChange;
 
 /// The listening thread; stops (within a second) when dropped.
 pub struct Listener {

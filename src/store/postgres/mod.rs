@@ -33,10 +33,10 @@ use r2d2_postgres::PostgresConnectionManager;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use self::claims::PgClaims;
-pub use self::listen::{Listener, OnChange};
+pub use self::listen::Listener;
 pub use self::schema::SCHEMA_VERSION;
 use self::txn::PgTxn;
-use super::engine::{prefix_end, Batch, Engine, Entry, Read, Shared, Txn, Write};
+use super::engine::{prefix_end, Batch, Engine, Entry, OnChange, Read, Shared, Txn, Write};
 use crate::error::{Error, Result};
 
 type Manager = PostgresConnectionManager<MakeRustlsConnect>;
