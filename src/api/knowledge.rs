@@ -261,6 +261,7 @@ pub async fn search(m: &Memory, r: pb::SearchRequest) -> Result<pb::SearchRespon
         // Dates in the query ("last May") are relative to now.
         reference_time: None,
         snippets: true,
+        phrases: true,
     };
     let (hits, lag) = m.search(q).await?;
     Ok(pb::SearchResponse {

@@ -145,6 +145,11 @@ pub struct SearchQuery {
     pub reference_time: Option<UnixNanos>,
     /// Cut a snippet for each hit (a bundle reads the records instead).
     pub snippets: bool,
+    /// Score adjacent query words found near each other (phrases). They
+    /// sharpen the first hits of a short search and cost position reads
+    /// on every record holding both words; a bundle's retrieval (a long
+    /// request, many hits packed) leaves them out.
+    pub phrases: bool,
 }
 
 /// One ranked result.

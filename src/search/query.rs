@@ -94,7 +94,7 @@ impl SearchIndex {
                 Box::new(BoostQuery::new(term(f.speaker, t), SPEAKER_BOOST)),
             ));
         }
-        for pair in terms.windows(2) {
+        for pair in terms.windows(2).filter(|_| q.phrases) {
             let mut phrase = PhraseQuery::new(
                 pair.iter()
                     .map(|t| Term::from_field_text(f.text, t))
