@@ -617,6 +617,19 @@ fn the_database_is_reached_over_tls_checked_against_the_given_ca() {
         .err()
         .expect("refused");
     assert!(matches!(refused, mnemo::Error::Unavailable(_)), "{refused}");
+    // The default sslmode (prefer) checks the certificate too (unlike
+    // libpq): without the CA the server is refused; `disable` connects in
+    // plaintext.
+    let plain = cluster.fresh_database();
+    let refused = mnemo::store::PgStore::connect(&mnemo::store::postgres::PgOptions::new(&plain))
+        .err()
+        .expect("refused without the CA");
+    assert!(matches!(refused, mnemo::Error::Unavailable(_)), "{refused}");
+    let store = mnemo::store::PgStore::connect(&mnemo::store::postgres::PgOptions::new(&format!(
+        "{plain} sslmode=disable"
+    )))
+    .expect("plaintext when asked");
+    assert!(!store.engine().encrypted().unwrap());
 }
 
 /// A database whose schema is newer than this release knows is refused
