@@ -61,7 +61,7 @@ impl ClaimTable {
     }
 }
 
-impl<E: super::engine::Engine> Claims for KvStore<E> {
+impl Claims for ClaimTable {
     fn mark_due(
         &self,
         kind: WorkKind,
@@ -70,13 +70,8 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
         due_at: UnixNanos,
         trigger: Option<Trigger>,
     ) -> Result<()> {
-        if let Some(shared) = self.engine().shared() {
-            return shared
-                .claims()
-                .mark_due(kind, ns, session_id, due_at, trigger);
-        }
         let key = (kind, ns.to_owned(), session_id.to_owned());
-        let mut t = self.claims.lock();
+        let mut t = self.lock();
         match t.items.get_mut(&key) {
             Some(item) if item.lease.is_some() => {
                 item.again = true;
@@ -107,11 +102,8 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
     }
 
     fn cancel_due(&self, kind: WorkKind, ns: &str, session_id: &str) -> Result<()> {
-        if let Some(shared) = self.engine().shared() {
-            return shared.claims().cancel_due(kind, ns, session_id);
-        }
         let key = (kind, ns.to_owned(), session_id.to_owned());
-        let mut t = self.claims.lock();
+        let mut t = self.lock();
         if let Some(item) = t.items.remove(&key) {
             if item.lease.is_none() {
                 t.unindex(&key, item.due_at);
@@ -127,10 +119,7 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
         lease_nanos: i64,
         limit: usize,
     ) -> Result<Vec<Claim>> {
-        if let Some(shared) = self.engine().shared() {
-            return shared.claims().claim_due(kind, now, lease_nanos, limit);
-        }
-        let mut t = self.claims.lock();
+        let mut t = self.lock();
         let mut out = Vec::new();
         // Expired leases first: their holder is gone.
         let expired: Vec<Key> = t
@@ -148,7 +137,7 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
             .map(|(k, _, ns, id)| (*k, ns.clone(), id.clone()))
             .collect();
         for key in expired.into_iter().chain(due) {
-            let token = self.claims.tokens.fetch_add(1, Ordering::Relaxed) + 1;
+            let token = self.tokens.fetch_add(1, Ordering::Relaxed) + 1;
             let Some(item) = t.items.get_mut(&key) else {
                 continue;
             };
@@ -172,15 +161,12 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
     }
 
     fn complete_claim(&self, claim: &Claim) -> Result<()> {
-        if let Some(shared) = self.engine().shared() {
-            return shared.claims().complete_claim(claim);
-        }
         let key = (
             claim.kind,
             claim.namespace.clone(),
             claim.session_id.clone(),
         );
-        let mut t = self.claims.lock();
+        let mut t = self.lock();
         let Some(item) = t.items.get_mut(&key) else {
             return Ok(());
         };
@@ -202,10 +188,7 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
     }
 
     fn next_due(&self, kind: WorkKind) -> Result<Option<UnixNanos>> {
-        if let Some(shared) = self.engine().shared() {
-            return shared.claims().next_due(kind);
-        }
-        let t = self.claims.lock();
+        let t = self.lock();
         let unleased = t
             .by_due
             .range((kind, i64::MIN, String::new(), String::new())..)
@@ -225,10 +208,58 @@ impl<E: super::engine::Engine> Claims for KvStore<E> {
     }
 
     fn due_count(&self, kind: WorkKind) -> Result<u64> {
-        if let Some(shared) = self.engine().shared() {
-            return shared.claims().due_count(kind);
-        }
-        let t = self.claims.lock();
+        let t = self.lock();
         Ok(t.items.keys().filter(|k| k.0 == kind).count() as u64)
+    }
+}
+
+impl<E: super::engine::Engine> KvStore<E> {
+    /// Where the claims are: the database of a shared engine, else this
+    /// process's table.
+    fn claims_port(&self) -> &dyn Claims {
+        match self.engine().shared() {
+            Some(shared) => shared.claims(),
+            None => &self.claims,
+        }
+    }
+}
+
+impl<E: super::engine::Engine> Claims for KvStore<E> {
+    fn mark_due(
+        &self,
+        kind: WorkKind,
+        ns: &str,
+        session_id: &str,
+        due_at: UnixNanos,
+        trigger: Option<Trigger>,
+    ) -> Result<()> {
+        self.claims_port()
+            .mark_due(kind, ns, session_id, due_at, trigger)
+    }
+
+    fn cancel_due(&self, kind: WorkKind, ns: &str, session_id: &str) -> Result<()> {
+        self.claims_port().cancel_due(kind, ns, session_id)
+    }
+
+    fn claim_due(
+        &self,
+        kind: WorkKind,
+        now: UnixNanos,
+        lease_nanos: i64,
+        limit: usize,
+    ) -> Result<Vec<Claim>> {
+        self.claims_port().claim_due(kind, now, lease_nanos, limit)
+    }
+
+    fn complete_claim(&self, claim: &Claim) -> Result<()> {
+        self.claims_port().complete_claim(claim)
+    }
+
+    fn next_due(&self, kind: WorkKind) -> Result<Option<UnixNanos>> {
+        self.claims_port().next_due(kind)
+    }
+
+    fn due_count(&self, kind: WorkKind) -> Result<u64> {
+        self.claims_port().due_count(kind)
     }
 }

@@ -69,8 +69,9 @@ pub trait Txn: Read {
         false
     }
 
-    /// Adds outbox entries, numbered by the engine, under `key(id)`.
-    fn add_entries(&mut self, _entries: Vec<Vec<u8>>, _key: fn(u64) -> Vec<u8>) -> Result<()> {
+    /// Adds outbox entries for the engine to number (see
+    /// [`Shared::sequence`]).
+    fn add_entries(&mut self, _entries: Vec<Vec<u8>>) -> Result<()> {
         Err(Error::Internal(
             "this engine does not number outbox entries".into(),
         ))

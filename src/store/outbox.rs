@@ -85,7 +85,7 @@ impl ChangeLog {
         if tx.numbers_entries() {
             tx.apply(batch)?;
             let entries = notes.iter().map(codec::encode).collect::<Result<_>>()?;
-            return tx.add_entries(entries, keys::change);
+            return tx.add_entries(entries);
         }
         let _order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let n = notes.len() as u64;

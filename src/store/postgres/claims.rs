@@ -6,15 +6,10 @@
 
 use postgres::types::ToSql;
 
-use super::{blocking, db_error, SharedPool};
+use super::{blocking, db_error, PgEngine};
 use crate::error::{Error, Result};
 use crate::model::{Trigger, UnixNanos};
 use crate::store::{Claim, Claims, WorkKind};
-
-/// The claims table, through the engine's pool.
-pub(super) struct PgClaims {
-    pub(super) pool: SharedPool,
-}
 
 fn kind_code(kind: WorkKind) -> i16 {
     match kind {
@@ -44,23 +39,18 @@ fn new_token() -> Result<i64> {
     Ok((u64::from_le_bytes(b) >> 1) as i64)
 }
 
-impl PgClaims {
+impl PgEngine {
+    /// Runs `f` on a pooled connection, off the async runtime.
     fn run<T: Send>(
         &self,
         f: impl FnOnce(&mut postgres::Client) -> std::result::Result<T, postgres::Error> + Send,
     ) -> Result<T> {
-        blocking(|| {
-            let mut conn = self.pool.get().map_err(|e| {
-                Error::Unavailable(format!(
-                    "no PostgreSQL connection (retry; is the database up?): {e}"
-                ))
-            })?;
-            f(&mut conn).map_err(db_error)
-        })
+        let mut conn = self.conn()?;
+        blocking(|| f(&mut conn).map_err(db_error))
     }
 }
 
-impl Claims for PgClaims {
+impl Claims for PgEngine {
     fn mark_due(
         &self,
         kind: WorkKind,

@@ -32,7 +32,6 @@ use r2d2::{Pool, PooledConnection};
 use r2d2_postgres::PostgresConnectionManager;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use self::claims::PgClaims;
 pub use self::listen::Listener;
 pub use self::schema::SCHEMA_VERSION;
 use self::txn::PgTxn;
@@ -41,7 +40,6 @@ use crate::error::{Error, Result};
 
 type Manager = PostgresConnectionManager<MakeRustlsConnect>;
 type Conn = OffRuntime<PooledConnection<Manager>>;
-type SharedPool = OffRuntime<Pool<Manager>>;
 
 /// A value whose drop may close database connections (a pooled
 /// connection the pool finds broken, the pool itself): dropped off any
@@ -113,8 +111,7 @@ impl PgOptions {
 
 /// The PostgreSQL engine.
 pub struct PgEngine {
-    pool: SharedPool,
-    claims: PgClaims,
+    pool: OffRuntime<Pool<Manager>>,
     /// For connections outside the pool (LISTEN).
     config: postgres::Config,
     tls: MakeRustlsConnect,
@@ -224,9 +221,6 @@ impl PgEngine {
         })
         .map_err(|e| Error::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
         let engine = PgEngine {
-            claims: PgClaims {
-                pool: OffRuntime::new(pool.clone()),
-            },
             pool: OffRuntime::new(pool),
             config,
             tls,
@@ -473,8 +467,7 @@ impl Engine for PgEngine {
 
 impl Shared for PgEngine {
     fn claims(&self) -> &dyn crate::store::Claims {
-        // The claims reach the pool through the engine they belong to.
-        &self.claims
+        self
     }
 
     fn listen(&self, on_change: OnChange) -> Box<dyn Send> {

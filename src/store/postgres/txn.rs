@@ -118,8 +118,8 @@ impl Txn for PgTxn {
         true
     }
 
-    fn add_entries(&mut self, entries: Vec<Vec<u8>>, _key: fn(u64) -> Vec<u8>) -> Result<()> {
-        // Numbered (under `key`) when the outbox is read.
+    fn add_entries(&mut self, entries: Vec<Vec<u8>>) -> Result<()> {
+        // Staged at commit, numbered when the outbox is read.
         self.entries.extend(entries);
         Ok(())
     }
