@@ -52,17 +52,10 @@ fn postgres(name: &'static str, n: usize, url: &str) -> Setup {
     let mut dirs = Vec::new();
     for _ in 0..n {
         let tmp = tempfile::tempdir().unwrap();
-        daemons.push(Binary::start_with(
+        daemons.push(Binary::start_on_postgres(
             &tmp.path().join("data"),
-            &[],
-            &[
-                "--store",
-                "postgres",
-                "--postgres-url",
-                url,
-                "--postgres-pool-size",
-                "32",
-            ],
+            url,
+            &["--postgres-pool-size", "32"],
         ));
         dirs.push(tmp);
     }

@@ -162,17 +162,10 @@ async fn summarize(c: &mut MemoryClient, ns: &str) -> pb::SessionSummary {
 }
 
 async fn latest_audit(c: &mut MemoryClient, ns: &str) -> pb::AuditRecord {
-    c.get_audit_log(pb::GetAuditLogRequest {
-        namespace: ns.into(),
-        session_id: "s".into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap()
-    .into_inner()
-    .records
-    .pop()
-    .expect("an audit record")
+    common::audit_log(c, ns, "s")
+        .await
+        .pop()
+        .expect("an audit record")
 }
 
 type MemoryClient =

@@ -53,14 +53,10 @@ fn fleet(url: &str, n: usize) -> Fleet {
 }
 
 fn start_on(url: &str, data: &Path, config: &Path) -> Binary {
-    Binary::start_with(
+    Binary::start_on_postgres(
         data,
-        &[],
+        url,
         &[
-            "--store",
-            "postgres",
-            "--postgres-url",
-            url,
             "--postgres-pool-size",
             "24",
             "--config",
@@ -315,19 +311,12 @@ async fn wait_summary(c: &mut Client, id: &str, version: u64) -> pb::Session {
 }
 
 async fn audit_versions(c: &mut Client, id: &str) -> Vec<u64> {
-    c.get_audit_log(pb::GetAuditLogRequest {
-        namespace: "ns".into(),
-        session_id: id.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap()
-    .into_inner()
-    .records
-    .iter()
-    .filter(|r| r.validation_passed)
-    .map(|r| r.summary_version)
-    .collect()
+    audit_log(c, "ns", id)
+        .await
+        .iter()
+        .filter(|r| r.validation_passed)
+        .map(|r| r.summary_version)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -460,14 +449,10 @@ async fn a_summary_claimed_by_a_killed_daemon_is_finished_by_another_after_the_l
     .unwrap();
     // Only daemon A runs at first: it claims the due summary and waits on
     // its model.
-    let a = Binary::start_with(
+    let a = Binary::start_on_postgres(
         &tmp.path().join("a"),
-        &[],
+        &url,
         &[
-            "--store",
-            "postgres",
-            "--postgres-url",
-            &url,
             "--config",
             config.to_str().unwrap(),
             "--summarizer",

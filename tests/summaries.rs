@@ -162,15 +162,7 @@ async fn get_summary(
 }
 
 async fn audit(c: &mut Client, id: &str) -> Vec<pb::AuditRecord> {
-    c.get_audit_log(pb::GetAuditLogRequest {
-        namespace: "ns".into(),
-        session_id: id.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap()
-    .into_inner()
-    .records
+    audit_log(c, "ns", id).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

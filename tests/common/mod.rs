@@ -173,6 +173,23 @@ pub fn config_for(dir: &Path) -> Config {
     c
 }
 
+/// A session's whole audit log, oldest first.
+pub async fn audit_log(
+    c: &mut MemoryServiceClient<Channel>,
+    ns: &str,
+    id: &str,
+) -> Vec<pb::AuditRecord> {
+    c.get_audit_log(pb::GetAuditLogRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .records
+}
+
 /// Whether `MNEMO_TEST_STORE=postgres` runs this test file's daemons on
 /// PostgreSQL.
 pub fn on_postgres() -> bool {
@@ -356,6 +373,14 @@ impl Binary {
             pid: pid.parse().expect("pid parses"),
             log,
         }
+    }
+
+    /// `mnemo serve` on the PostgreSQL database `url` (`data_dir` holds
+    /// only its search index), with more `serve` arguments.
+    pub fn start_on_postgres(data_dir: &Path, url: &str, serve_args: &[&str]) -> Binary {
+        let mut args = vec!["--store", "postgres", "--postgres-url", url];
+        args.extend_from_slice(serve_args);
+        Self::start_with(data_dir, &[], &args)
     }
 
     /// Sends the daemon a signal (`kill -<name>`).
