@@ -15,7 +15,10 @@
 //!   and MRR.
 //! - `latency`: bundle p50/p99 with and without retrieval for a subject of
 //!   1,000 and 100,000 turns (`MNEMO_BENCH_RETRIEVAL_TURNS`, comma
-//!   separated, sets the sizes).
+//!   separated, sets the sizes), up to 200 of the set's questions as
+//!   queries, one unmeasured pass then `MNEMO_BENCH_LATENCY_PASSES`
+//!   (default 3) measured passes pooled: a p99 of 600 samples, not the
+//!   slowest of a few dozen.
 //!
 //! Data: `MNEMO_RETRIEVAL_SET` (comma-separated paths; default the committed
 //! BFCL v4 memory fixture, `tests/fixtures/memory_bfcl/dev.json`). The
@@ -660,10 +663,14 @@ async fn latency(path: &str, sizes: &[usize]) {
         .questions
         .iter()
         .map(|q| q.question.as_str())
-        .take(50)
+        .take(200)
         .collect();
+    let passes: usize = std::env::var("MNEMO_BENCH_LATENCY_PASSES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
     println!(
-        "\n### Bundle latency (budget 2,000, {} queries each; ms)\n",
+        "\n### Bundle latency (budget 2,000, {} queries x {passes} passes each; ms)\n",
         queries.len()
     );
     println!("| turns per subject | p50 with retrieval | p99 with | p50 without | p99 without | p99 ratio |\n|---:|---:|---:|---:|---:|---:|");
@@ -695,11 +702,13 @@ async fn latency(path: &str, sizes: &[usize]) {
             .expect("a session")
             .session_id
             .clone();
-        // Unmeasured passes first: the daemon's background work (summaries
+        // An unmeasured pass first: the daemon's background work (summaries
         // of the last appends) settles, and caches warm.
         let (mut with, mut without) = (Vec::new(), Vec::new());
-        for pass in 0..3 {
-            (with, without) = (Vec::new(), Vec::new());
+        for pass in 0..=passes {
+            if pass == 1 {
+                (with, without) = (Vec::new(), Vec::new());
+            }
             for q in &queries {
                 let t = Instant::now();
                 bundle(&mut c, &open, 2_000, q, false).await;

@@ -25,6 +25,17 @@ pub fn count(encoding: Encoding, text: &str) -> usize {
     tokenizer(encoding).count(text)
 }
 
+/// A lower bound of `text`'s token count in either encoding, without
+/// running the tokenizer: its whitespace-separated words. The OpenAI
+/// pre-tokenizers cut text into pieces that never hold characters of two
+/// such words (a piece is at most one leading whitespace or punctuation
+/// character and a run without whitespace, or whitespace alone), and every
+/// piece is at least one token. A packer uses it to leave out, unmeasured,
+/// a line that cannot fit.
+pub fn at_least(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
 /// Tokens of a turn: its content plus its tool call's name, arguments,
 /// result and error details, each counted on its own.
 pub fn count_turn(encoding: Encoding, turn: &NewTurn) -> u32 {

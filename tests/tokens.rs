@@ -1,8 +1,9 @@
 //! Token counts equal tiktoken-rs (the reference) for both encodings on a
-//! varied corpus, and pathological input is counted in linear time.
+//! varied corpus, the cheap lower bound never exceeds them, and
+//! pathological input is counted in linear time.
 
 use mnemo::model::Encoding;
-use mnemo::tokens::count;
+use mnemo::tokens::{at_least, count};
 
 fn corpus() -> Vec<String> {
     let mut v: Vec<String> = [
@@ -64,6 +65,37 @@ fn counts_equal_tiktoken_for_cl100k_and_o200k() {
             "o200k: {text:?}"
         );
     }
+}
+
+#[test]
+fn the_lower_bound_is_never_above_the_count() {
+    // The corpus, and real conversations (the committed retrieval fixture).
+    let mut texts = corpus();
+    let fixture = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/memory_bfcl/dev.json"
+    ))
+    .expect("the retrieval fixture");
+    let set: serde_json::Value = serde_json::from_str(&fixture).expect("json");
+    for subject in set["subjects"].as_array().expect("subjects") {
+        for session in subject["sessions"].as_array().expect("sessions") {
+            for turn in session["turns"].as_array().expect("turns") {
+                texts.push(turn["content"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    assert!(texts.len() > 500, "{} texts", texts.len());
+    let mut tight = 0;
+    for text in &texts {
+        let low = at_least(text);
+        for enc in [Encoding::Cl100kBase, Encoding::O200kBase] {
+            let n = count(enc, text);
+            assert!(low <= n, "{enc:?}: {low} > {n} for {text:?}");
+            tight += usize::from(low == n);
+        }
+    }
+    // Not vacuous: plain prose is often counted exactly.
+    assert!(tight > 0);
 }
 
 #[test]

@@ -33,6 +33,13 @@ impl Line {
         Line { text, tokens: None }
     }
 
+    /// At least this many tokens, known without measuring
+    /// ([`tokens::at_least`]).
+    pub(super) fn at_least(&self) -> u64 {
+        self.tokens
+            .map_or_else(|| tokens::at_least(&self.text) as u64, u64::from)
+    }
+
     pub(super) fn tokens(&mut self, enc: Encoding) -> u32 {
         *self.tokens.get_or_insert_with(|| {
             u32::try_from(tokens::count(enc, &self.text)).unwrap_or(u32::MAX)
@@ -89,8 +96,20 @@ pub(super) fn overlap(query: &HashSet<String>, text: &str) -> usize {
         return 0;
     }
     let mut found: Vec<&str> = Vec::new();
+    // One buffer for every ASCII word (most of them).
+    let mut ascii = String::new();
     for w in raw_words(text) {
-        if let Some(q) = query.get(w.to_lowercase().as_str()) {
+        let other;
+        let lower = if w.is_ascii() {
+            ascii.clear();
+            ascii.push_str(w);
+            ascii.make_ascii_lowercase();
+            &ascii
+        } else {
+            other = w.to_lowercase();
+            &other
+        };
+        if let Some(q) = query.get(lower.as_str()) {
             if !found.contains(&q.as_str()) {
                 found.push(q);
             }

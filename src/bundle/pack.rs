@@ -234,29 +234,42 @@ impl Chooser {
         let mut choice = Choice::Omitted;
         let mut capped = false;
         let mut cost = 0;
-        if always || worth_measuring {
-            let n = u64::from(c.full.tokens(enc));
-            if always || (n <= left && n <= share_left) {
+        // A line whose lower bound is over the room is not measured: it
+        // cannot be taken now, and when only its share kept it out it is
+        // offered again (where it is measured if it may fit then).
+        let mut weigh = |line: &mut Line| -> Option<u64> {
+            if line.at_least() > room {
+                capped |= line.at_least() <= left;
+                return None;
+            }
+            let n = u64::from(line.tokens(enc));
+            if n <= room {
+                return Some(n);
+            }
+            capped |= n <= left;
+            None
+        };
+        if always {
+            cost = u64::from(c.full.tokens(enc));
+            choice = Choice::Full;
+        } else if worth_measuring {
+            if let Some(n) = weigh(&mut c.full) {
                 cost = n;
-                self.bytes += c.full.text.len();
                 choice = Choice::Full;
-            } else if n <= left {
-                capped = true;
             }
         }
         if choice == Choice::Omitted {
-            if let Some(short) = c.short.as_mut() {
-                if fits_bytes(short) {
-                    let n = u64::from(short.tokens(enc));
-                    if n <= left && n <= share_left {
-                        cost = n;
-                        self.bytes += short.text.len();
-                        choice = Choice::Short;
-                    } else if n <= left {
-                        capped = true;
-                    }
+            if let Some(short) = c.short.as_mut().filter(|s| fits_bytes(s)) {
+                if let Some(n) = weigh(short) {
+                    cost = n;
+                    choice = Choice::Short;
                 }
             }
+        }
+        match choice {
+            Choice::Full => self.bytes += c.full.text.len(),
+            Choice::Short => self.bytes += c.short.as_ref().map_or(0, |s| s.text.len()),
+            Choice::Omitted => {}
         }
         if choice != Choice::Omitted {
             self.used += cost + head;

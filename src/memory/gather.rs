@@ -20,17 +20,24 @@ use crate::store::Store;
 
 /// Turns read per store call while walking back.
 const READ_CHUNK: u64 = 64;
-/// Most carried actions a bundle considers.
+/// What a bundle considers of the subject's memory beyond this session,
+/// the newest first: about twice what the section's share of the budget
+/// (a tenth) can hold, so the choice by relevance has room, and no more
+/// (what is read and measured here is what a bundle of a long-lived
+/// subject costs beyond a new one's). What bears on the request is
+/// retrieved from all of it, whatever its age (`recall`).
+///
+/// Carried actions and facts: a line is about 20 tokens.
+const TOKENS_PER_ITEM_CONSIDERED: usize = 100;
+const MIN_CARRIED: usize = 10;
 const MAX_CARRIED: usize = 50;
-/// Most facts a bundle considers (the newest): a twentieth of the budget
-/// (a fact line is about 20 tokens, and facts get a tenth of the budget),
-/// within these bounds. Facts that bear on the request are retrieved
-/// whatever their age.
 const MIN_FACTS: usize = 20;
 const MAX_FACTS: usize = 200;
 /// Fact versions examined per fact wanted (superseded ones are skipped).
 const FACT_SCAN_PER_FACT: usize = 20;
-/// Most past episodes a bundle considers (the newest).
+/// Past episodes: a line is about 100 tokens.
+const TOKENS_PER_EPISODE_CONSIDERED: usize = 400;
+const MIN_EPISODES: usize = 3;
 const MAX_EPISODES: usize = 20;
 /// Tokens a transcript line costs beyond its turn's text, about (the
 /// speaker's name and a colon).
@@ -87,16 +94,20 @@ fn subject_memory(store: &dyn Store, session: &Session, budget: u32) -> Result<S
         return Ok(SubjectMemory::default());
     }
     let mine = |sid: &str| sid == session.session_id;
-    let mut carried = store.carried_actions(ns, subject, MAX_CARRIED + 1)?;
+    let budget = budget as usize;
+    let items = budget / TOKENS_PER_ITEM_CONSIDERED;
+    let max_carried = items.clamp(MIN_CARRIED, MAX_CARRIED);
+    let mut carried = store.carried_actions(ns, subject, max_carried + 1)?;
     carried.retain(|c| !mine(&c.action_ref.session_id));
-    carried.truncate(MAX_CARRIED);
+    carried.truncate(max_carried);
     // Newest first from the store; the bundle lists them oldest first.
-    let wanted = (budget as usize / 20).clamp(MIN_FACTS, MAX_FACTS);
+    let wanted = items.clamp(MIN_FACTS, MAX_FACTS);
     let mut facts = store.recent_facts(ns, subject, wanted, wanted * FACT_SCAN_PER_FACT)?;
     facts.reverse();
-    let mut episodes = store.list_episodes(ns, subject, None, MAX_EPISODES + 1)?;
+    let max_episodes = (budget / TOKENS_PER_EPISODE_CONSIDERED).clamp(MIN_EPISODES, MAX_EPISODES);
+    let mut episodes = store.list_episodes(ns, subject, None, max_episodes + 1)?;
     episodes.retain(|e| !mine(&e.session_id));
-    episodes.truncate(MAX_EPISODES);
+    episodes.truncate(max_episodes);
     Ok(SubjectMemory {
         carried,
         facts,

@@ -14,6 +14,7 @@
 
 mod query;
 mod schema;
+mod scoped;
 pub mod when;
 
 use std::path::Path;
@@ -80,7 +81,7 @@ pub trait Documents {
 
 /// The commit payload of a complete index of this layout. An index
 /// without it (older layout, or a rebuild that did not finish) is rebuilt.
-const COMPLETE: &str = "mnemo-search-v2 complete";
+const COMPLETE: &str = "mnemo-search-v3 complete";
 /// Words too common in agent conversations and questions to rank by:
 /// Lucene's English stop words (without "no" and "not") and the question
 /// and pronoun words agents put in a search.
@@ -292,9 +293,22 @@ impl SearchIndex {
         doc.add_text(f.kind, Kind::Turn.tag());
         doc.add_u64(f.seq, t.seq);
         doc.add_text(f.role, role_tag(t.role));
-        doc.add_text(f.text, turn_text(t));
-        for n in neighbours.into_iter().flatten() {
-            doc.add_text(f.context, &n.content);
+        let text = turn_text(t);
+        let context: Vec<&str> = neighbours
+            .into_iter()
+            .flatten()
+            .map(|n| n.content.as_str())
+            .collect();
+        self.add_scoped(
+            &mut doc,
+            (&s.namespace, &s.subject_id),
+            &text,
+            &context,
+            &t.speaker,
+        )?;
+        doc.add_text(f.text, text);
+        for c in context {
+            doc.add_text(f.context, c);
         }
         doc.add_text(f.speaker, &t.speaker);
         doc.add_u64(f.time, seconds(turn_time(t)));
@@ -335,6 +349,7 @@ impl SearchIndex {
         } else {
             format!("{}: {}", fact.key.replace(['_', '.', '-'], " "), fact.text)
         };
+        self.add_scoped(&mut doc, (ns, &fact.subject_id), &text, &[], "")?;
         doc.add_text(f.text, text);
         doc.add_u64(f.time, seconds(fact.created_at));
         w.add_document(doc).map_err(index_error)?;
@@ -360,7 +375,9 @@ impl SearchIndex {
         doc.add_text(f.session_id, session_id);
         doc.add_text(f.kind, Kind::Episode.tag());
         doc.add_text(f.ref_id, session_id);
-        doc.add_text(f.text, e.text());
+        let text = e.text();
+        self.add_scoped(&mut doc, (ns, &e.subject_id), &text, &[], "")?;
+        doc.add_text(f.text, text);
         doc.add_u64(f.time, seconds(e.ended_at));
         w.add_document(doc).map_err(index_error)?;
         Ok(())

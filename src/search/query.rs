@@ -13,9 +13,10 @@ use tantivy::query::{
 };
 use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::snippet::SnippetGenerator;
-use tantivy::{TantivyDocument, Term};
+use tantivy::{Searcher, TantivyDocument, Term};
 
 use super::schema::{role_from_tag, session_key};
+use super::scoped::Ranked;
 use super::{index_error, when, Hit, Kind, SearchIndex, SearchQuery};
 use crate::error::{Error, Result};
 
@@ -25,10 +26,10 @@ const MAX_TERMS: usize = 64;
 const SNIPPET_CHARS: usize = 200;
 /// Weight of a word found in the turn before a turn, against 1 for its own
 /// text.
-const CONTEXT_BOOST: f32 = 0.35;
+pub(super) const CONTEXT_BOOST: f32 = 0.35;
 /// Weight of a word that names a turn's speaker (questions name the
 /// person they are about; a speaker term is common, so its idf is low).
-const SPEAKER_BOOST: f32 = 2.5;
+pub(super) const SPEAKER_BOOST: f32 = 2.5;
 /// Weight of two query words found next to each other (slop 2: a removed
 /// stop word or two may stand between them).
 const PHRASE_BOOST: f32 = 0.3;
@@ -50,7 +51,7 @@ impl SearchIndex {
 
     /// The query's analyzed words, distinct, in order, at most
     /// [`MAX_TERMS`].
-    fn terms(&self, text: &str) -> Result<Vec<String>> {
+    pub(super) fn terms(&self, text: &str) -> Result<Vec<String>> {
         let mut tokenizer = self
             .index
             .tokenizer_for_field(self.f.text)
@@ -193,6 +194,36 @@ impl SearchIndex {
         BooleanQuery::new(clauses)
     }
 
+    /// The top candidates with scope filters: records that share two of
+    /// the query's words first (a greeting that only names the person
+    /// asked about is not an answer), then those that share one.
+    fn tiered(
+        &self,
+        searcher: &Searcher,
+        q: &SearchQuery,
+        scoring: &BooleanQuery,
+        terms: &[String],
+        fetch: usize,
+    ) -> Result<Vec<Ranked>> {
+        let mut top = Vec::new();
+        let mut seen = HashSet::new();
+        for (tier, least) in [(0u8, 2), (1, 1)] {
+            if top.len() >= fetch || least > terms.len() {
+                continue;
+            }
+            let query = self.scoped(q, scoring, terms, least);
+            let found = searcher
+                .search(&query, &TopDocs::with_limit(fetch))
+                .map_err(index_error)?;
+            for (score, addr) in found {
+                if top.len() < fetch && seen.insert(addr) {
+                    top.push((tier, score, addr));
+                }
+            }
+        }
+        Ok(top)
+    }
+
     /// Runs a search. Each candidate hit is shown to `keep`, which checks it
     /// against the store: what was deleted is dropped even if the index has
     /// not caught up.
@@ -215,25 +246,10 @@ impl SearchIndex {
         let searcher = self.reader.searcher();
         // Room for hits the store check drops.
         let fetch = q.limit * 2 + 10;
-        // Records that share two of the query's words first (a greeting
-        // that only names the person asked about is not an answer), then
-        // those that share one.
-        let mut top = Vec::new();
-        let mut seen = HashSet::new();
-        for (tier, least) in [(0u8, 2), (1, 1)] {
-            if top.len() >= fetch || least > terms.len() {
-                continue;
-            }
-            let query = self.scoped(q, &scoring, &terms, least);
-            let found = searcher
-                .search(&query, &TopDocs::with_limit(fetch))
-                .map_err(index_error)?;
-            for (score, addr) in found {
-                if top.len() < fetch && seen.insert(addr) {
-                    top.push((tier, score, addr));
-                }
-            }
-        }
+        let top = match self.pruned(&searcher, q, &terms, fetch)? {
+            Some(top) => top,
+            None => self.tiered(&searcher, q, &scoring, &terms, fetch)?,
+        };
         let snippets = if q.snippets {
             let mut g =
                 SnippetGenerator::create(&searcher, &text_query, f.text).map_err(index_error)?;

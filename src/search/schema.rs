@@ -35,6 +35,13 @@ pub(super) struct Fields {
     /// a turn when it gave one. Ranks equal scores newest first and
     /// matches dates named in a query.
     pub(super) time: Field,
+    /// `text`, `context` and `speaker` again, each word prefixed with the
+    /// record's subject (`scoped.rs`): a subject's own postings, so a
+    /// search of one subject is a plain disjunction of terms that skips
+    /// what cannot reach the top hits, however large the index.
+    pub(super) scoped_text: Field,
+    pub(super) scoped_context: Field,
+    pub(super) scoped_speaker: Field,
 }
 
 pub(super) fn schema() -> (Schema, Fields) {
@@ -69,6 +76,9 @@ pub(super) fn schema() -> (Schema, Fields) {
         context: b.add_text_field("context", analyzed(false, false)),
         speaker: b.add_text_field("speaker", analyzed(false, false)),
         time: b.add_u64_field("time", STORED | INDEXED | FAST),
+        scoped_text: b.add_text_field("scoped_text", analyzed(false, false)),
+        scoped_context: b.add_text_field("scoped_context", analyzed(false, false)),
+        scoped_speaker: b.add_text_field("scoped_speaker", analyzed(false, false)),
     };
     (b.build(), f)
 }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use super::engine::{Batch, Engine, Read, Write};
+use super::engine::{Batch, Engine, Entry, Read, Write};
 use super::records::{read, read_session, read_summary};
 use super::{
     codec, keys, DecideAction, DecideEpisode, EpisodePlan, FactFate, KnowledgeStore, KvStore,
@@ -117,6 +117,33 @@ impl<E: Engine> KvStore<E> {
             }
         }
         Ok((out, resume))
+    }
+
+    /// The current facts among the subject index entries `index`, in
+    /// their order, at most `limit`. Versions are read a chunk at a time
+    /// (superseded ones are skipped, so a chunk may not fill the page).
+    fn current_facts(&self, ns: &str, index: &[Entry], limit: usize) -> Result<Vec<Fact>> {
+        let mut out = Vec::new();
+        for chunk in index.chunks(limit.clamp(16, 256)) {
+            let ids: Vec<&[u8]> = chunk.iter().map(|(k, _)| keys::last_component(k)).collect();
+            let keys: Vec<Vec<u8>> = ids
+                .iter()
+                .map(|id| keys::fact(ns, &String::from_utf8_lossy(id)))
+                .collect();
+            for (id, value) in ids.iter().zip(self.engine().get_many(&keys)?) {
+                let Some(v) = value else { continue };
+                let f: Fact = codec::decode(&v, || {
+                    format!("fact {} of namespace {ns}", String::from_utf8_lossy(id))
+                })?;
+                if f.is_current() {
+                    out.push(f);
+                    if out.len() == limit {
+                        return Ok(out);
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -227,29 +254,17 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         scan_limit: usize,
     ) -> Result<Vec<Fact>> {
         // Fact ids are ULIDs: the subject index read backwards is newest
-        // first. Versions are read a chunk at a time (superseded ones are
-        // skipped, so a chunk may not fill the page).
-        let ids: Vec<String> = self
-            .engine()
-            .scan_rev(&keys::subject_facts_of(ns, subject), scan_limit)?
-            .into_iter()
-            .map(|(k, _)| String::from_utf8_lossy(keys::last_component(&k)).into_owned())
-            .collect();
-        let mut out = Vec::new();
-        for chunk in ids.chunks(limit.clamp(16, 256)) {
-            let keys: Vec<Vec<u8>> = chunk.iter().map(|id| keys::fact(ns, id)).collect();
-            for (id, value) in chunk.iter().zip(self.engine().get_many(&keys)?) {
-                let Some(v) = value else { continue };
-                let f: Fact = codec::decode(&v, || format!("fact {id} of namespace {ns}"))?;
-                if f.is_current() {
-                    out.push(f);
-                    if out.len() == limit {
-                        return Ok(out);
-                    }
-                }
-            }
+        // first. It is read twice as far as the page first, and to
+        // `scan_limit` only when superseded versions left the page short.
+        let prefix = keys::subject_facts_of(ns, subject);
+        let first = limit.saturating_mul(2).min(scan_limit);
+        let near = self.engine().scan_rev(&prefix, first)?;
+        let found = self.current_facts(ns, &near, limit)?;
+        if found.len() == limit || near.len() < first {
+            return Ok(found);
         }
-        Ok(out)
+        let far = self.engine().scan_rev(&prefix, scan_limit)?;
+        self.current_facts(ns, &far, limit)
     }
 
     fn revise_facts(

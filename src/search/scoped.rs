@@ -1,0 +1,320 @@
+//! A subject's own postings. Every record of a subject is indexed a second
+//! time with each of its words prefixed by the subject (namespace and
+//! subject id), so the records of one subject that hold a word are one
+//! posting list of their own. A search of one subject is then a plain
+//! disjunction of term queries, which tantivy ranks with block-max WAND:
+//! it skips the blocks of postings that cannot reach the top hits, so its
+//! cost follows the hits asked for rather than the subject's history.
+//! Scope filters (`query.rs`) would make every matching record be scored.
+//!
+//! The pruned search ranks the top candidates by the same weights as the
+//! filtered one; its tiers (records holding two of the query's words
+//! first) are then read from the candidates' postings. Inverse document
+//! frequencies count the subject's records that hold a word, not the
+//! whole index's.
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::tokenizer::{PreTokenizedString, Token};
+use tantivy::{DocAddress, DocSet, Searcher, TantivyDocument, Term, TERMINATED};
+
+use super::query::{CONTEXT_BOOST, SPEAKER_BOOST};
+use super::{index_error, when, SearchIndex, SearchQuery};
+use crate::error::Result;
+
+/// Candidates ranked per hit wanted before they are sorted into tiers.
+const CANDIDATES_PER_HIT: usize = 3;
+
+/// A candidate: its tier (0 = two of the query's words its own), score and
+/// address.
+pub(super) type Ranked = (u8, f32, DocAddress);
+
+/// What every word of a subject's records is prefixed with. Ids never hold
+/// a NUL (they are validated), so no two scopes share a prefix.
+fn scope(ns: &str, subject: &str) -> String {
+    format!("{ns}\u{0}{subject}\u{0}")
+}
+
+impl SearchIndex {
+    /// Adds the scoped copies of a record's text, neighbours' text and
+    /// speaker to `doc` (nothing for a record without a subject).
+    pub(super) fn add_scoped(
+        &self,
+        doc: &mut TantivyDocument,
+        (ns, subject): (&str, &str),
+        text: &str,
+        context: &[&str],
+        speaker: &str,
+    ) -> Result<()> {
+        if subject.is_empty() {
+            return Ok(());
+        }
+        let scope = scope(ns, subject);
+        let mut analyzer = self
+            .index
+            .tokenizer_for_field(self.f.text)
+            .map_err(index_error)?;
+        let f = self.f;
+        let values = std::iter::once((f.scoped_text, text))
+            .chain(context.iter().map(|c| (f.scoped_context, *c)))
+            .chain(std::iter::once((f.scoped_speaker, speaker)));
+        for (field, value) in values.filter(|(_, v)| !v.is_empty()) {
+            let mut stream = analyzer.token_stream(value);
+            let mut tokens = Vec::new();
+            while stream.advance() {
+                let t = stream.token();
+                tokens.push(Token {
+                    text: format!("{scope}{}", t.text),
+                    ..t.clone()
+                });
+            }
+            // The value itself is not stored: only its terms are indexed.
+            doc.add_pre_tokenized_text(
+                field,
+                PreTokenizedString {
+                    text: String::new(),
+                    tokens,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The top candidates of a search of one subject (every kind, no
+    /// session, no phrases, no period named), in tiers as the filtered
+    /// search gives them; `None` when the search is not of that form.
+    pub(super) fn pruned(
+        &self,
+        searcher: &Searcher,
+        q: &SearchQuery,
+        terms: &[String],
+        fetch: usize,
+    ) -> Result<Option<Vec<Ranked>>> {
+        let Some(subject) = q.subject_id.as_deref() else {
+            return Ok(None);
+        };
+        let every_kind = q.kinds.is_empty() || q.kinds.len() >= 3;
+        if q.session_id.is_some()
+            || q.phrases
+            || !every_kind
+            || when::period(&q.query, q.reference_time).is_some()
+        {
+            return Ok(None);
+        }
+        let scope = scope(&q.namespace, subject);
+        let f = self.f;
+        let term = |field: Field, t: &str| Term::from_field_text(field, &format!("{scope}{t}"));
+        let weighted = |field: Field, t: &str, boost: f32| -> (Occur, Box<dyn Query>) {
+            let q: Box<dyn Query> =
+                Box::new(TermQuery::new(term(field, t), IndexRecordOption::WithFreqs));
+            if boost == 1.0 {
+                (Occur::Should, q)
+            } else {
+                (Occur::Should, Box::new(BoostQuery::new(q, boost)))
+            }
+        };
+        let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .flat_map(|t| {
+                [
+                    weighted(f.scoped_text, t, 1.0),
+                    weighted(f.scoped_context, t, CONTEXT_BOOST),
+                    weighted(f.scoped_speaker, t, SPEAKER_BOOST),
+                ]
+            })
+            .collect();
+        let found = searcher
+            .search(
+                &BooleanQuery::new(clauses),
+                &TopDocs::with_limit(fetch * CANDIDATES_PER_HIT),
+            )
+            .map_err(index_error)?;
+        let own: Vec<Term> = terms
+            .iter()
+            .flat_map(|t| [term(f.scoped_text, t), term(f.scoped_speaker, t)])
+            .collect();
+        let matched = words_matched(searcher, &found, &own)?;
+        // A one-word query has no first tier (as in the filtered search).
+        let mut top: Vec<Ranked> = found
+            .into_iter()
+            .zip(matched)
+            .map(|((score, addr), n)| (u8::from(terms.len() < 2 || n < 2), score, addr))
+            .collect();
+        top.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
+        top.truncate(fetch);
+        Ok(Some(top))
+    }
+}
+
+/// For each candidate, how many of the query's words it holds in its own
+/// text or speaker. `own` holds each word's two terms (text, speaker) in
+/// turn; the candidates' postings are read by seeking, in doc order.
+fn words_matched(
+    searcher: &Searcher,
+    found: &[(f32, DocAddress)],
+    own: &[Term],
+) -> Result<Vec<u32>> {
+    let mut order: Vec<usize> = (0..found.len()).collect();
+    order.sort_by_key(|&i| found[i].1);
+    let mut masks = vec![0u64; found.len()];
+    let mut start = 0;
+    while start < order.len() {
+        let segment = found[order[start]].1.segment_ord;
+        let end = order[start..]
+            .iter()
+            .position(|&i| found[i].1.segment_ord != segment)
+            .map_or(order.len(), |n| start + n);
+        let reader = searcher.segment_reader(segment);
+        for (k, term) in own.iter().enumerate() {
+            let index = reader.inverted_index(term.field()).map_err(index_error)?;
+            let Some(mut postings) = index
+                .read_postings(term, IndexRecordOption::Basic)
+                .map_err(|e| index_error(e.into()))?
+            else {
+                continue;
+            };
+            for &i in &order[start..end] {
+                let doc = found[i].1.doc_id;
+                if postings.doc() < doc {
+                    postings.seek(doc);
+                }
+                if postings.doc() == TERMINATED {
+                    break;
+                }
+                if postings.doc() == doc {
+                    // At most 64 query words (`MAX_TERMS`): one bit each.
+                    masks[i] |= 1u64 << ((k / 2) % 64);
+                }
+            }
+        }
+        start = end;
+    }
+    Ok(masks.into_iter().map(u64::count_ones).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::model::{Role, Session, SessionSettings, Turn};
+    use crate::search::{Hit, Kind};
+
+    const T0: i64 = 1_700_000_000 * 1_000_000_000;
+
+    fn turn(seq: u64, speaker: &str, content: &str) -> Turn {
+        Turn {
+            seq,
+            role: Role::User,
+            speaker: speaker.to_owned(),
+            content: content.to_owned(),
+            client_time: None,
+            server_time: T0 + i64::try_from(seq).unwrap_or(0) * 1_000_000_000,
+            tool_call: None,
+            metadata: BTreeMap::new(),
+            token_count: 1,
+        }
+    }
+
+    /// Indexes `texts` as one session of `subject` in `ns`.
+    fn index(idx: &SearchIndex, ns: &str, subject: &str, session: &str, texts: &[&str]) {
+        let mut s = Session::new(ns, session, SessionSettings::default(), T0);
+        s.subject_id = subject.to_owned();
+        let turns: Vec<Turn> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| turn(i as u64 + 1, subject, t))
+            .collect();
+        let mut w = idx.writer();
+        for (i, t) in turns.iter().enumerate() {
+            let before = i.checked_sub(1).map(|j| &turns[j]);
+            idx.add_turn(&w, &s, t, [before, turns.get(i + 1)])
+                .expect("indexed");
+        }
+        idx.commit(&mut w).expect("committed");
+        // A new index waits for its rebuild; this one is complete.
+        idx.ready.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn query(ns: &str, subject: &str, text: &str, phrases: bool) -> SearchQuery {
+        SearchQuery {
+            namespace: ns.to_owned(),
+            subject_id: Some(subject.to_owned()),
+            session_id: None,
+            query: text.to_owned(),
+            kinds: Vec::new(),
+            limit: 5,
+            reference_time: None,
+            snippets: false,
+            phrases,
+        }
+    }
+
+    fn hits(idx: &SearchIndex, q: &SearchQuery) -> Vec<(String, u64)> {
+        idx.search(q, &mut |_: &Hit| Ok(true))
+            .expect("searched")
+            .into_iter()
+            .filter(|h| h.kind == Kind::Turn)
+            .map(|h| (h.session_id, h.seq))
+            .collect()
+    }
+
+    const TEXTS: &[&str] = &[
+        "Good morning!",
+        "We adopted a beagle puppy called Biscuit last spring.",
+        "Biscuit chewed my running shoes again.",
+        "The vet said the puppy needs a booster shot in June.",
+        "I ran ten kilometres along the river this morning.",
+        "Running with a beagle is harder than it sounds.",
+        "My sister visits in June with her two cats.",
+    ];
+
+    #[test]
+    fn one_subject_ranks_as_the_filtered_search_does() {
+        let (idx, _) = SearchIndex::open(None).expect("index");
+        index(&idx, "ns", "ann", "s1", TEXTS);
+        for text in [
+            "what is the beagle puppy called",
+            "when is the vet booster shot",
+            "running shoes",
+            "sister cats",
+        ] {
+            let pruned = query("ns", "ann", text, false);
+            let searcher = idx.reader.searcher();
+            let terms = idx.terms(text).expect("terms");
+            assert!(
+                idx.pruned(&searcher, &pruned, &terms, 10)
+                    .expect("ran")
+                    .is_some(),
+                "{text}: takes the pruned path"
+            );
+            // Phrases off in both: the filtered search is forced by
+            // naming the session.
+            let mut filtered = pruned.clone();
+            filtered.session_id = Some("s1".into());
+            assert!(idx
+                .pruned(&searcher, &filtered, &terms, 10)
+                .expect("ran")
+                .is_none());
+            let (a, b) = (hits(&idx, &pruned), hits(&idx, &filtered));
+            assert!(!a.is_empty(), "{text}: found");
+            assert_eq!(a, b, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_subject_sees_only_its_own_records() {
+        let (idx, _) = SearchIndex::open(None).expect("index");
+        index(&idx, "ns", "ann", "a1", TEXTS);
+        index(&idx, "ns", "bob", "b1", &["Rocket the beagle hates baths."]);
+        index(&idx, "other", "ann", "o1", &["A beagle called Pepper."]);
+        let found = hits(&idx, &query("ns", "bob", "beagle called", false));
+        assert_eq!(found, vec![("b1".to_owned(), 1)]);
+        let found = hits(&idx, &query("other", "ann", "beagle called", false));
+        assert_eq!(found, vec![("o1".to_owned(), 1)]);
+        let found = hits(&idx, &query("ns", "ann", "beagle called", false));
+        assert!(found.iter().all(|(s, _)| s == "a1") && found.len() >= 2);
+        assert!(hits(&idx, &query("ns", "carol", "beagle", false)).is_empty());
+    }
+}
