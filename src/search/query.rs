@@ -34,7 +34,7 @@ pub(super) const SPEAKER_BOOST: f32 = 2.5;
 /// stop word or two may stand between them).
 const PHRASE_BOOST: f32 = 0.3;
 /// Score added to a record from the period a query names.
-const WHEN_BOOST: f32 = 1.5;
+pub(super) const WHEN_BOOST: f32 = 1.5;
 
 impl SearchIndex {
     fn filter(&self, field: Field, value: &str) -> (Occur, Box<dyn Query>) {

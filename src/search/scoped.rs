@@ -13,18 +13,23 @@
 //! frequencies count the subject's records that hold a word, not the
 //! whole index's.
 
+use std::collections::HashSet;
+use std::ops::Bound;
+
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery,
+};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{PreTokenizedString, Token};
 use tantivy::{DocAddress, DocSet, Searcher, TantivyDocument, Term, TERMINATED};
 
-use super::query::{CONTEXT_BOOST, SPEAKER_BOOST};
+use super::query::{CONTEXT_BOOST, SPEAKER_BOOST, WHEN_BOOST};
 use super::{index_error, when, SearchIndex, SearchQuery};
 use crate::error::Result;
 
 /// Candidates ranked per hit wanted before they are sorted into tiers.
-const CANDIDATES_PER_HIT: usize = 3;
+const CANDIDATES_PER_HIT: usize = 2;
 
 /// A candidate: its tier (0 = two of the query's words its own), score and
 /// address.
@@ -82,8 +87,8 @@ impl SearchIndex {
     }
 
     /// The top candidates of a search of one subject (every kind, no
-    /// session, no phrases, no period named), in tiers as the filtered
-    /// search gives them; `None` when the search is not of that form.
+    /// session, no phrases), in tiers as the filtered search gives them;
+    /// `None` when the search is not of that form.
     pub(super) fn pruned(
         &self,
         searcher: &Searcher,
@@ -95,11 +100,7 @@ impl SearchIndex {
             return Ok(None);
         };
         let every_kind = q.kinds.is_empty() || q.kinds.len() >= 3;
-        if q.session_id.is_some()
-            || q.phrases
-            || !every_kind
-            || when::period(&q.query, q.reference_time).is_some()
-        {
+        if q.session_id.is_some() || q.phrases || !every_kind {
             return Ok(None);
         }
         let scope = scope(&q.namespace, subject);
@@ -124,12 +125,32 @@ impl SearchIndex {
                 ]
             })
             .collect();
-        let found = searcher
-            .search(
-                &BooleanQuery::new(clauses),
-                &TopDocs::with_limit(fetch * CANDIDATES_PER_HIT),
-            )
-            .map_err(index_error)?;
+        let words = BooleanQuery::new(clauses);
+        let top_k = TopDocs::with_limit(fetch * CANDIDATES_PER_HIT);
+        let mut found = searcher.search(&words, &top_k).map_err(index_error)?;
+        if let Some((from, to)) = when::period(&q.query, q.reference_time) {
+            // The records of the period a query names score their words
+            // and the period's weight. Ranked apart (the period's records
+            // by their words), then merged: a record in the true top is in
+            // the period's top or, outside it, in the top by words alone.
+            let range = RangeQuery::new(
+                Bound::Included(Term::from_field_u64(f.time, from)),
+                Bound::Excluded(Term::from_field_u64(f.time, to)),
+            );
+            let within = BooleanQuery::new(vec![
+                (
+                    Occur::Must,
+                    Box::new(ConstScoreQuery::new(Box::new(range), 0.0)),
+                ),
+                (Occur::Must, Box::new(words.clone())),
+            ]);
+            let dated = searcher.search(&within, &top_k).map_err(index_error)?;
+            let dated_docs: HashSet<DocAddress> = dated.iter().map(|(_, a)| *a).collect();
+            found.retain(|(_, a)| !dated_docs.contains(a));
+            found.extend(dated.into_iter().map(|(s, a)| (s + WHEN_BOOST, a)));
+            found.sort_by(|a, b| b.0.total_cmp(&a.0));
+            found.truncate(fetch * CANDIDATES_PER_HIT);
+        }
         let own: Vec<Term> = terms
             .iter()
             .flat_map(|t| [term(f.scoped_text, t), term(f.scoped_speaker, t)])
@@ -210,7 +231,8 @@ mod tests {
             speaker: speaker.to_owned(),
             content: content.to_owned(),
             client_time: None,
-            server_time: T0 + i64::try_from(seq).unwrap_or(0) * 1_000_000_000,
+            // Ten days apart: a month named in a query holds some of them.
+            server_time: T0 + i64::try_from(seq).unwrap_or(0) * 864_000_000_000_000,
             tool_call: None,
             metadata: BTreeMap::new(),
             token_count: 1,
@@ -279,6 +301,7 @@ mod tests {
             "when is the vet booster shot",
             "running shoes",
             "sister cats",
+            "what did the vet say about the puppy in December 2023",
         ] {
             let pruned = query("ns", "ann", text, false);
             let searcher = idx.reader.searcher();
