@@ -15,7 +15,9 @@ use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{Searcher, TantivyDocument, Term};
 
-use super::schema::{role_from_tag, session_key};
+use super::schema::{
+    role_from_tag, session_key, CONTEXT_BOOST, PHRASE_BOOST, SPEAKER_BOOST, WHEN_BOOST,
+};
 use super::scoped::Ranked;
 use super::{index_error, when, Hit, Kind, SearchIndex, SearchQuery};
 use crate::error::{Error, Result};
@@ -24,17 +26,6 @@ use crate::error::{Error, Result};
 const MAX_TERMS: usize = 64;
 /// Longest snippet, in characters.
 const SNIPPET_CHARS: usize = 200;
-/// Weight of a word found in the turn before a turn, against 1 for its own
-/// text.
-pub(super) const CONTEXT_BOOST: f32 = 0.35;
-/// Weight of a word that names a turn's speaker (questions name the
-/// person they are about; a speaker term is common, so its idf is low).
-pub(super) const SPEAKER_BOOST: f32 = 2.5;
-/// Weight of two query words found next to each other (slop 2: a removed
-/// stop word or two may stand between them).
-const PHRASE_BOOST: f32 = 0.3;
-/// Score added to a record from the period a query names.
-pub(super) const WHEN_BOOST: f32 = 1.5;
 
 impl SearchIndex {
     fn filter(&self, field: Field, value: &str) -> (Occur, Box<dyn Query>) {

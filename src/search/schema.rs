@@ -7,6 +7,18 @@ use tantivy::schema::{
 
 use crate::model::{Role, Turn, UnixNanos};
 
+/// How much a match counts, against 1 for a word of the record's own
+/// text. A word found in the turns around a turn:
+pub(super) const CONTEXT_BOOST: f32 = 0.35;
+/// Weight of a word that names a turn's speaker (questions name the
+/// person they are about; a speaker term is common, so its idf is low).
+pub(super) const SPEAKER_BOOST: f32 = 2.5;
+/// Weight of two query words found next to each other (slop 2: a removed
+/// stop word or two may stand between them).
+pub(super) const PHRASE_BOOST: f32 = 0.3;
+/// Score added to a record from the period a query names.
+pub(super) const WHEN_BOOST: f32 = 1.5;
+
 /// The text analyzer of the text fields.
 pub(super) const ANALYZER: &str = "mnemo_en";
 

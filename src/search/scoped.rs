@@ -24,7 +24,7 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{PreTokenizedString, Token};
 use tantivy::{DocAddress, DocSet, Searcher, TantivyDocument, Term, TERMINATED};
 
-use super::query::{CONTEXT_BOOST, SPEAKER_BOOST, WHEN_BOOST};
+use super::schema::{CONTEXT_BOOST, SPEAKER_BOOST, WHEN_BOOST};
 use super::{index_error, when, SearchIndex, SearchQuery};
 use crate::error::Result;
 
