@@ -7,74 +7,14 @@
 
 use std::collections::HashSet;
 
+use super::lines::{
+    episode_lines, fact_item_line, item, one_line, role_name, state_name, turn_prefix, verbatim,
+    Candidate, Line, Share, BYTES_PER_TOKEN_AT_MOST,
+};
 use super::{compress, recalled};
 use super::{BundleRequest, Inputs, Section};
-use crate::model::{
-    ActionStatus, CarriedAction, Encoding, Episode, Fact, Role, SessionState, SessionSummary, Turn,
-};
+use crate::model::{ActionStatus, CarriedAction, Role, SessionSummary, Turn};
 use crate::summarize::render;
-use crate::tokens;
-
-/// A line and its token count, counted once on first use.
-pub(super) struct Line {
-    pub(super) text: String,
-    pub(super) tokens: Option<u32>,
-}
-
-impl Line {
-    /// A line of `text`, newline-terminated. Lines must not start with
-    /// whitespace or '/' (see the module docs).
-    pub(super) fn new(mut text: String) -> Line {
-        debug_assert!(
-            !text.starts_with(|c: char| c.is_whitespace() || c == '/'),
-            "a bundle line must not start with whitespace or '/': {text:?}"
-        );
-        text.push('\n');
-        Line { text, tokens: None }
-    }
-
-    /// At least this many tokens, known without measuring
-    /// ([`tokens::at_least`]).
-    pub(super) fn at_least(&self) -> u64 {
-        self.tokens
-            .map_or_else(|| tokens::at_least(&self.text) as u64, u64::from)
-    }
-
-    pub(super) fn tokens(&mut self, enc: Encoding) -> u32 {
-        *self.tokens.get_or_insert_with(|| {
-            u32::try_from(tokens::count(enc, &self.text)).unwrap_or(u32::MAX)
-        })
-    }
-}
-
-/// The share of the budget a candidate draws on while sections compete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Share {
-    /// The newest interaction (the last user turn and what followed),
-    /// kept before anything else, with no limit but the budget.
-    Last,
-    /// The interaction before it, kept next, within a share.
-    Newest,
-    /// Its section's share.
-    Section(Section),
-    /// The neighbour of a retrieved turn, completing its question/answer
-    /// pair: after every retrieved item, within a share of its own.
-    Neighbour,
-}
-
-/// One thing the bundle may hold.
-pub(super) struct Candidate {
-    pub(super) section: Section,
-    pub(super) share: Share,
-    /// Position for display: the item's index in the summary, or a seq.
-    pub(super) key: u64,
-    pub(super) full: Line,
-    pub(super) short: Option<Line>,
-    /// Stored tokens of the full text, to skip measuring what cannot fit.
-    pub(super) estimate: u64,
-    /// Whether the short form lost anything (else it counts as whole).
-    pub(super) short_lossy: bool,
-}
 
 /// The words of `text` worth matching against a query (3+ chars), as
 /// they stand.
@@ -118,49 +58,6 @@ pub(super) fn overlap(query: &HashSet<String>, text: &str) -> usize {
     found.len()
 }
 
-pub(super) fn role_name(r: Role) -> &'static str {
-    match r {
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::System => "system",
-        Role::Tool => "tool",
-    }
-}
-
-pub(super) fn state_name(s: SessionState) -> &'static str {
-    match s {
-        SessionState::Active => "ACTIVE",
-        SessionState::Idle => "IDLE",
-        SessionState::Closed => "CLOSED",
-    }
-}
-
-pub(super) fn turn_prefix(t: &Turn) -> String {
-    if t.speaker.is_empty() {
-        format!("[#{}] {}:", t.seq, role_name(t.role))
-    } else {
-        format!("[#{}] {} {}:", t.seq, role_name(t.role), t.speaker)
-    }
-}
-
-/// A turn verbatim: content, then its tool call's exact fields.
-pub(super) fn verbatim(t: &Turn) -> String {
-    let mut out = format!("{} {}", turn_prefix(t), t.content);
-    if let Some(c) = &t.tool_call {
-        out.push_str(&format!(
-            "\n  tool call {}({}) -> {:?}",
-            c.tool_name, c.arguments_json, c.status
-        ));
-        if !c.result.is_empty() {
-            out.push_str(&format!("\n  result: {}", c.result));
-        }
-        if !c.error_details.is_empty() {
-            out.push_str(&format!("\n  error: {}", c.error_details));
-        }
-    }
-    out
-}
-
 fn turn_candidate(section: Section, t: &Turn) -> Candidate {
     let (short, lossy) = compress::shorten(t);
     let marker = if lossy { " (shortened)" } else { "" };
@@ -185,23 +82,6 @@ fn turn_candidate(section: Section, t: &Turn) -> Candidate {
             estimate: u64::from(t.token_count),
             short_lossy: lossy,
         },
-    }
-}
-
-/// Fewest bytes a token of English text takes, about: a line of `n` bytes
-/// is taken to cost at least `n / BYTES_PER_TOKEN_AT_MOST` tokens, so a
-/// line far over what is left is never measured.
-pub(super) const BYTES_PER_TOKEN_AT_MOST: u64 = 8;
-
-pub(super) fn item(section: Section, key: usize, text: String) -> Candidate {
-    Candidate {
-        section,
-        share: Share::Section(section),
-        key: key as u64,
-        estimate: text.len() as u64 / BYTES_PER_TOKEN_AT_MOST,
-        full: Line::new(text),
-        short: None,
-        short_lossy: false,
     }
 }
 
@@ -290,12 +170,6 @@ fn summary_candidates(
     }
 }
 
-/// One line of text (newlines folded): a stored fact or episode may hold
-/// any characters.
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// A carried action: the action in its own words and where it came from
 /// (its evidence seqs are another session's).
 fn carried_line(c: &CarriedAction) -> String {
@@ -313,72 +187,6 @@ fn carried_line(c: &CarriedAction) -> String {
         c.action_ref.session_id,
         c.action_ref.action_seq
     )
-}
-
-pub(super) fn fact_item_line(f: &Fact) -> String {
-    if f.key.is_empty() {
-        format!("- {}", one_line(&f.text))
-    } else {
-        format!("- {}: {}", f.key, one_line(&f.text))
-    }
-}
-
-/// An episode in full (topic, outcome, prose, still-pending actions) and
-/// its short form (topic and outcome only).
-/// Most characters of an episode's prose a bundle shows.
-const EPISODE_PROSE_CHARS: usize = 400;
-/// Most of an episode's pending actions a bundle names.
-const EPISODE_ACTIONS: usize = 5;
-
-/// `text` cut to at most `max` characters at a word boundary, marked "…"
-/// when cut.
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let cut: String = text.chars().take(max).collect();
-    let at = cut.rfind(' ').unwrap_or(cut.len());
-    format!("{}…", cut[..at].trim_end())
-}
-
-pub(super) fn episode_lines(e: &Episode) -> (String, String) {
-    let (y, m, d) =
-        crate::summarize::rules::civil_from_days(e.ended_at.div_euclid(86_400_000_000_000));
-    let day = format!("{y:04}-{m:02}-{d:02}");
-    let head = format!(
-        "- Session {} (ended {day}, {}): {}",
-        e.session_id,
-        render::outcome(e.outcome),
-        one_line(if e.topic.is_empty() {
-            &e.user_intent
-        } else {
-            &e.topic
-        })
-    );
-    let mut full = head.clone();
-    // Bounded: an episode is one line among many (ListEpisodes has it all).
-    if !e.prose.trim().is_empty() {
-        full.push_str(&format!(
-            ". {}",
-            clip(&one_line(&e.prose), EPISODE_PROSE_CHARS)
-        ));
-    }
-    if !e.pending_actions.is_empty() {
-        let mut still: Vec<String> = e
-            .pending_actions
-            .iter()
-            .take(EPISODE_ACTIONS)
-            .map(|a| one_line(&a.action))
-            .collect();
-        if e.pending_actions.len() > EPISODE_ACTIONS {
-            still.push(format!(
-                "and {} more",
-                e.pending_actions.len() - EPISODE_ACTIONS
-            ));
-        }
-        full.push_str(&format!(". Still pending: {}", still.join("; ")));
-    }
-    (full, head)
 }
 
 /// The subject's memory: carried actions, facts and episodes, ranked by

@@ -32,6 +32,7 @@
 
 mod candidates;
 pub mod compress;
+mod lines;
 mod pack;
 mod recalled;
 

@@ -21,8 +21,9 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use super::candidates::{candidates, Candidate, Line, Share};
+use super::candidates::candidates;
 use super::compress;
+use super::lines::{Candidate, Line, Share};
 use super::{
     Bundle, BundleRequest, CompressedTurn, Inputs, Manifest, ManifestEntry, RecalledItem, Section,
     SeqRange,

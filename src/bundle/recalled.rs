@@ -5,20 +5,13 @@
 
 use std::collections::HashSet;
 
-use super::candidates::{
-    episode_lines, fact_item_line, turn_prefix, verbatim, Candidate, Line, Share,
+use super::lines::{
+    day, episode_lines, fact_item_line, item, turn_prefix, verbatim, Candidate, Line, Share,
     BYTES_PER_TOKEN_AT_MOST,
 };
 use super::{Inputs, RecalledItem, Section};
-use crate::model::calendar::{civil_from_days, MONTH_NAMES};
-use crate::model::{Turn, UnixNanos};
+use crate::model::Turn;
 use crate::search::turn_time;
-
-/// A day as people write it: "8 May 2023".
-pub(super) fn day(t: UnixNanos) -> String {
-    let (y, m, d) = civil_from_days(t.div_euclid(86_400_000_000_000));
-    format!("{d} {} {y}", MONTH_NAMES[(m as usize).clamp(1, 12) - 1])
-}
 
 /// A retrieved turn: its citation, then the turn as the recent turns show
 /// it (content and exact tool call).
@@ -106,7 +99,7 @@ pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
                 }
             }
             RecalledItem::Fact(f) => {
-                let mut c = super::candidates::item(
+                let mut c = item(
                     section,
                     0,
                     format!("{} (stated {})", fact_item_line(f), day(f.created_at)),
@@ -130,18 +123,4 @@ pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
         out.push(c);
     }
     out.extend(neighbours);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::calendar::days_from_civil;
-
-    #[test]
-    fn days_read_like_people_write_them() {
-        let t = days_from_civil(2023, 5, 8) * 86_400_000_000_000 + 1;
-        assert_eq!(day(t), "8 May 2023");
-        let t = days_from_civil(1999, 12, 31) * 86_400_000_000_000;
-        assert_eq!(day(t), "31 December 1999");
-    }
 }
