@@ -13,7 +13,7 @@ use tantivy::query::{
 };
 use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::snippet::SnippetGenerator;
-use tantivy::{Searcher, TantivyDocument, Term};
+use tantivy::{DocAddress, Searcher, TantivyDocument, Term};
 
 use super::schema::{
     role_from_tag, session_key, CONTEXT_BOOST, PHRASE_BOOST, SPEAKER_BOOST, WHEN_BOOST,
@@ -249,21 +249,30 @@ impl SearchIndex {
         } else {
             None
         };
-        let mut found = Vec::with_capacity(top.len());
-        for (tier, score, addr) in top {
-            let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
-            let time = doc.get_first(f.time).and_then(|v| v.as_u64()).unwrap_or(0);
-            found.push((tier, score, time, doc));
+        // Times from the column (documents are read only as far as the
+        // hits reach): recency only breaks ties.
+        let mut times = Vec::with_capacity(searcher.segment_readers().len());
+        for reader in searcher.segment_readers() {
+            times.push(reader.fast_fields().u64("time").map_err(index_error)?);
         }
-        // Recency only breaks ties.
+        let mut found: Vec<(u8, f32, u64, DocAddress)> = top
+            .into_iter()
+            .map(|(tier, score, addr)| {
+                let time = times[addr.segment_ord as usize]
+                    .first(addr.doc_id)
+                    .unwrap_or(0);
+                (tier, score, time, addr)
+            })
+            .collect();
         found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(b.2.cmp(&a.2)));
         let mut hits = Vec::new();
         // Turns already shown, directly or as an extracted fact.
         let mut shown: HashSet<(String, u64)> = HashSet::new();
-        for (_, score, time, doc) in found {
+        for (_, score, time, addr) in found {
             if hits.len() == q.limit {
                 break;
             }
+            let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
             let text = |field: Field| {
                 doc.get_first(field)
                     .and_then(|v| v.as_str())
