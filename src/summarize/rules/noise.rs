@@ -177,6 +177,11 @@ const META_TALK: &[&str] = &[
     "let me think",
     "let me understand",
     "be leaving",
+    "what we decided",
+    "what we have decided",
+    "what we've decided",
+    "what we agreed",
+    "what we discussed",
 ];
 
 /// `text` without transcription markers: `<laugh/>`, `<unintelligible/>`,
@@ -203,6 +208,12 @@ fn substance(cleaned: &str) -> Vec<String> {
         .into_iter()
         .filter(|w| !empty_stems().contains(w.as_str()))
         .collect()
+}
+
+/// How many words of substance `text` has once markers, stopwords,
+/// backchannels, fillers and social words are gone.
+pub fn substance_count(text: &str) -> usize {
+    substance(&strip_markers(text)).len()
 }
 
 /// Whether `name` reads as a person's name: one or two capitalized words,
@@ -288,6 +299,23 @@ pub fn is_noise(sentence: &str) -> bool {
     social && content.len() <= 2
 }
 
+/// Whether a sentence says that something was decided or agreed without
+/// saying what: "So probably we decided, as I mentioned, the sure of,
+/// okay." Fewer than two words of substance follow the first "decided" or
+/// "agreed".
+pub fn is_empty_decision(sentence: &str) -> bool {
+    let cleaned = strip_markers(sentence);
+    let n = Norm::new(&cleaned);
+    let Some(at) = n
+        .words
+        .iter()
+        .position(|w| w.starts_with("decid") || w.starts_with("agree"))
+    else {
+        return false;
+    };
+    substance(&n.words[at + 1..].join(" ")).len() < 2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,6 +367,28 @@ mod tests {
         ] {
             assert!(!is_noise(s), "{s:?} is not noise");
         }
+    }
+
+    #[test]
+    fn decisions_that_say_nothing_are_empty() {
+        for s in [
+            "So probably we decided, as I mentioned, the sure of, okay.",
+            "I think we agreed {disfmarker} yeah.",
+            "Decided.",
+        ] {
+            assert!(is_empty_decision(s), "{s:?} decides nothing");
+        }
+        for s in [
+            "Probably, well, now we decided that [PERSON6] will work with the data.",
+            "Agreed, we ship the remote with a charging cradle.",
+            "We decided to go with the rubber case {vocalsound} .",
+            "LGTM, approving.",
+        ] {
+            assert!(!is_empty_decision(s), "{s:?} decides something");
+        }
+        assert!(is_noise(
+            "So this is what we decided up to now for last 40 minutes."
+        ));
     }
 
     #[test]

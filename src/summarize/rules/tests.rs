@@ -388,3 +388,54 @@ fn numbers_in_words() {
     assert_eq!(number_words(305), "three hundred five");
     assert_eq!(number_words(12_000), "twelve thousand");
 }
+
+#[test]
+fn meeting_commitments_name_their_owners() {
+    let p = names(&["PERSON5", "PERSON6", "PERSON11", "ana"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // Placeholders in brackets, lead words of speech, two names.
+    assert_eq!(
+        o("So [PERSON6] will download and prepare the corpus {disfmarker} ."),
+        Some(OwnerCue::Named("PERSON6".into()))
+    );
+    assert_eq!(
+        o("And [PERSON5] and [PERSON11] should select the video and test it."),
+        Some(OwnerCue::Named("PERSON5".into()))
+    );
+    assert_eq!(
+        o("Okay, Ana is going to draw the casing."),
+        Some(OwnerCue::Named("ana".into()))
+    );
+    // "You should…" in a meeting hands work to the one spoken to.
+    assert_eq!(
+        o("So you should only sort the folders by date and name."),
+        Some(OwnerCue::Addressee)
+    );
+    // Being somewhere is no commitment.
+    assert_eq!(o("[PERSON11] is coming back on the weekend."), None);
+    assert_eq!(o("Ana is on leave in March."), None);
+}
+
+#[test]
+fn forecasts_and_talk_about_work_are_no_commitments() {
+    let p = names(&["PERSON9"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    for s in [
+        "We will see which is the most performing solution.",
+        "We will have many options if you remember.",
+        "So we will, we will be able to stream it {vocalsound} .",
+        "I'll in any case have a kind of delay.",
+        "And there is no way to do it when we replay the videos.",
+        "It is really easy to do.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody");
+    }
+    for s in [
+        "We will need to order the chips by Monday.",
+        "I'll get the battery figures to everyone.",
+        "We'll send the drawings to the factory.",
+        "Put it on my to do list, the casing colours.",
+    ] {
+        assert!(o(s).is_some(), "{s:?} commits");
+    }
+}
