@@ -471,6 +471,12 @@ impl FoldState {
                 best = Some((shared, i));
             }
         }
+        // "Done." completes the speaker's own latest action, and so does a
+        // report right after the turn that asked for it; a later report
+        // that names something else ("Added the trip to your calendar")
+        // does not complete an unrelated, older one.
+        let bare = words.len() < 3;
+        let previous = self.prev_conv.as_ref().map_or(0, |(s, _)| *s);
         let index = best.map(|(_, i)| i).or_else(|| {
             by_worker
                 .then(|| {
@@ -478,6 +484,7 @@ impl FoldState {
                         a.status != ActionStatus::Done
                             && a.owner == speaker
                             && a.evidence_seqs.first() != Some(&seq)
+                            && (bare || a.evidence_seqs.first() >= Some(&previous))
                     })
                 })
                 .flatten()

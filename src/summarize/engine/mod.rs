@@ -448,9 +448,22 @@ impl FoldState {
             }
         }
 
-        for c in sentences {
+        let mut skip_next = false;
+        for (i, c) in sentences.iter().enumerate() {
+            if std::mem::take(&mut skip_next) {
+                continue;
+            }
             if c.cues.open_question && !rules::is_noise_question(c.text) {
-                let question = rules::clip(rules::trim_filler(c.text), rules::MAX_ITEM_CHARS);
+                // "Which systems does it talk to? Your EHR, payroll?": the
+                // second only spells out the first; they are one question.
+                let asked = match sentences.get(i + 1) {
+                    Some(n) if rules::is_elaboration(n.text) => {
+                        skip_next = true;
+                        span(text, c.text, n.text)
+                    }
+                    _ => c.text,
+                };
+                let question = rules::clip(rules::trim_filler(asked), rules::MAX_ITEM_CHARS);
                 self.add_question(seq, speaker, question);
             }
         }

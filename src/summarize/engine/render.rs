@@ -140,7 +140,10 @@ impl FoldState {
         let actions: Vec<&PendingAction> = self.actions.iter().collect();
         let limit = rules::items_shown(self.conv_words);
         let total = decisions.len() + actions.len();
-        if total <= limit {
+        // A short session shows everything; a long one (past the minimum
+        // bound) is ranked even when all would fit, so what says too
+        // little to stand alone stays out.
+        if total <= limit && limit <= rules::MIN_ITEMS_SHOWN {
             return (decisions, actions, 0);
         }
         let last = self.last_seq.max(1) as f32;
@@ -177,8 +180,6 @@ impl FoldState {
             ranked.push((s, a.evidence_seqs.first().copied().unwrap_or(0), true, i));
         }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        // A long session's summary leaves out what says too little to
-        // stand alone, even below the bound.
         ranked.retain(|r| r.0 > rules::MIN_SALIENCE);
         ranked.truncate(limit);
         let keep = |action: bool| -> BTreeSet<usize> {

@@ -194,7 +194,18 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
             None => (mention(sentence), sentence),
         },
     };
-    let body_words = words(body);
+    let mut body_words = words(body);
+    // "And please add…", "So can you send…": lead words of speech first.
+    let lead = body_words
+        .iter()
+        .take_while(|w| matches!(w.as_str(), "and" | "so" | "also" | "then" | "now" | "well"))
+        .count();
+    if matches!(
+        body_words.get(lead).map(String::as_str),
+        Some("please" | "can" | "could" | "would" | "will")
+    ) {
+        body_words.drain(..lead);
+    }
     let w = |i: usize| body_words.get(i).map_or("", String::as_str);
     let verb_at = match (w(0), w(1)) {
         ("can" | "could" | "would" | "will", "you" | "u") => 2,
@@ -202,7 +213,18 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
         ("please", _) => 1,
         // "Raj, add the index…": a name, then a bare verb.
         (first, _) if named.is_some() && vocative(sentence).is_some() && !first.is_empty() => {
-            if is_stopword(first) || first.ends_with("ing") || first.ends_with("ed") {
+            // Not a verb: a filler ("Fin, aha I see"), a capitalized noun
+            // ("Transformer, [PROJECT2]"), or a question ("July, August?").
+            let capitalized = body
+                .trim_start_matches(|c: char| !c.is_alphanumeric())
+                .starts_with(char::is_uppercase);
+            if is_stopword(first)
+                || first.ends_with("ing")
+                || first.ends_with("ed")
+                || is_empty_word(first)
+                || capitalized
+                || sentence.trim_end().ends_with('?')
+            {
                 return None;
             }
             0
@@ -418,6 +440,9 @@ pub struct ActionCue {
 /// information, refusals and bare acceptances ("Will do.") are not actions.
 /// `participants` are the known speaker ids, to recognise "Alice will…".
 pub fn action_cue(sentence: &str, participants: &[String]) -> Option<ActionCue> {
+    // Transcription markers are no words ("Transformer, <unint/> …").
+    let cleaned = strip_markers(sentence);
+    let sentence = cleaned.as_str();
     let n = Norm::new(sentence);
     if let Some(owner) = request(sentence, &n) {
         let owner = match owner {

@@ -8,6 +8,8 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
+use super::dates::WEEKDAYS;
+use super::entities::month_number;
 use super::text::{content_words, is_stopword, stem, Norm};
 
 /// Words that carry no content in speech: backchannels, interjections,
@@ -177,6 +179,12 @@ const META_TALK: &[&str] = &[
     "let me think",
     "let me understand",
     "be leaving",
+    "second screen",
+    "my screen",
+    "the screen",
+    "let's go through",
+    "let's go from",
+    "go through the",
     "what we decided",
     "what we have decided",
     "what we've decided",
@@ -216,6 +224,12 @@ pub fn substance_count(text: &str) -> usize {
     substance(&strip_markers(text)).len()
 }
 
+/// Whether `word` (lower case) is a backchannel, filler, interjection or
+/// social word.
+pub fn is_empty_word(word: &str) -> bool {
+    EMPTY_WORDS.contains(&word) || matches!(word, "aha" | "uhm" | "hm" | "huh" | "eh")
+}
+
 /// Whether `name` reads as a person's name: one or two capitalized words,
 /// letters only (or a `[PERSONn]`-style placeholder), none of them a
 /// stopword, interjection, backchannel or social word.
@@ -234,8 +248,13 @@ pub fn is_person_name(name: &str) -> bool {
                 && w.chars()
                     .all(|c| c.is_alphabetic() || matches!(c, '-' | '\'' | '.' | '_'))
                 && !is_stopword(&lower)
-                && !EMPTY_WORDS.contains(&lower.as_str())
+                && !is_empty_word(&lower)
                 && !SOCIAL.contains(&lower.as_str())
+                // Months, weekdays and gerunds are no names ("July,
+                // August?", "Probing, classifiers.").
+                && month_number(&lower).is_none()
+                && !WEEKDAYS.contains(&lower.as_str())
+                && !(words.len() == 1 && lower.len() > 4 && lower.ends_with("ing"))
         })
 }
 
@@ -418,7 +437,18 @@ mod tests {
             assert!(is_person_name(n), "{n:?}");
         }
         for n in [
-            "Hmm", "Exactly", "People", "Your EHR", "Welcome", "Bye", "Roo 2",
+            "Hmm",
+            "Exactly",
+            "People",
+            "Your EHR",
+            "Welcome",
+            "Bye",
+            "Roo 2",
+            "July",
+            "Friday",
+            "Probing",
+            "Presenting",
+            "Aha",
         ] {
             assert!(!is_person_name(n), "{n:?} is no name");
         }

@@ -411,6 +411,15 @@ fn meeting_commitments_name_their_owners() {
         o("So you should only sort the folders by date and name."),
         Some(OwnerCue::Addressee)
     );
+    // Lead words of speech before a request.
+    assert_eq!(
+        o("And please add the trip to my calendar."),
+        Some(OwnerCue::Addressee)
+    );
+    assert_eq!(
+        o("So can you send the slides to everyone?"),
+        Some(OwnerCue::Addressee)
+    );
     // Being somewhere is no commitment.
     assert_eq!(o("[PERSON11] is coming back on the weekend."), None);
     assert_eq!(o("Ana is on leave in March."), None);
@@ -438,4 +447,14 @@ fn forecasts_and_talk_about_work_are_no_commitments() {
     ] {
         assert!(o(s).is_some(), "{s:?} commits");
     }
+}
+
+#[test]
+fn a_short_question_spelling_out_the_one_before_is_an_elaboration() {
+    assert!(is_elaboration("Your EHR, payroll?"));
+    assert!(is_elaboration("The round one {vocalsound}?"));
+    assert!(!is_elaboration("Why?"));
+    assert!(!is_elaboration("Can you check it?"));
+    assert!(!is_elaboration("Which colours do the buttons come in?"));
+    assert!(!is_elaboration("Your EHR, payroll."));
 }
