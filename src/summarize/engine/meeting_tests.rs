@@ -71,7 +71,7 @@ fn a_proposal_accepted_by_another_speaker_is_a_decision_of_both() {
 #[test]
 fn continuers_objections_and_later_turns_accept_nothing() {
     for (reply, by) in [
-        ("Hm.", "PERSON2"),
+        ("Hm. The cradle is too big.", "PERSON2"),
         ("Yeah, but the cradle costs too much.", "PERSON2"),
         ("Yeah.", "PERSON1"),
     ] {

@@ -56,6 +56,13 @@ pub(crate) const DECISIONS: &[&str] = &[
     "let's adopt",
     "we'll go ahead",
     "please proceed",
+    // What a design will have: "so it'll have a rubber case".
+    "it'll have",
+    "it will have",
+    "it's going to have",
+    "it is going to have",
+    "it's gonna have",
+    "it should have",
 ];
 
 /// Verbs after "let's" that plan work rather than decide.

@@ -123,6 +123,9 @@ const ASSENT_PHRASES: &[&str] = &[
     "why not",
 ];
 
+/// Backchannels that only signal listening.
+const CONTINUERS: &[&str] = &["hm", "hmm", "mm", "mhm", "mmhm", "uh", "huh", "um", "hum"];
+
 /// Words that turn an assent into an objection ("yes, but…").
 const OBJECTIONS: &[&str] = &[
     "but",
@@ -196,8 +199,8 @@ pub fn span_of<'a>(text: &'a str, a: &'a str, b: &'a str) -> &'a str {
 
 /// Whether a turn opens by accepting what was just proposed: its first
 /// sentence assents ("Yes, yes.", "Yeah, okay.", "I agree.", "Sounds
-/// good, let's do it") and the opening raises no objection ("yes, but…").
-/// Continuers ("Hm.", "Mm-hmm.") are not assent.
+/// good, let's do it") and the opening raises no objection ("yes, but…"),
+/// or it only backchannels ("Hm.", "Mm-hmm."): the proposal stands.
 pub fn opens_with_assent(sentences: &[&str]) -> bool {
     let Some(first) = sentences.first() else {
         return false;
@@ -213,6 +216,12 @@ pub fn opens_with_assent(sentences: &[&str]) -> bool {
     let n = Norm::new(&strip_markers(first));
     if is_question(first) || n.words.is_empty() {
         return false;
+    }
+    // A turn that only backchannels ("Hm.", "Mm-hmm.") lets the proposal
+    // stand: nobody objects, the meeting moves on.
+    let whole = Norm::new(&strip_markers(&sentences.join(" ")));
+    if whole.words.iter().all(|w| CONTINUERS.contains(&w.as_str())) {
+        return true;
     }
     n.has_any(ASSENT_PHRASES)
         || n.words.iter().all(|w| ASSENT_WORDS.contains(&w.as_str()))
@@ -280,9 +289,12 @@ mod tests {
         ] {
             assert!(opens_with_assent(&sentences(t)), "{t:?} assents");
         }
+        // Only backchannelling lets the proposal stand.
+        for t in ["Hm.", "Mm-hmm.", "Mm-hmm. {vocalsound}"] {
+            assert!(opens_with_assent(&sentences(t)), "{t:?} lets it stand");
+        }
         for t in [
-            "Hm.",
-            "Mm-hmm.",
+            "Hm. The cradle is too big.",
             "Yeah, but the cost is too high.",
             "Yes. But I don't think the cradle fits.",
             "No, no.",

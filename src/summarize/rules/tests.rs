@@ -458,3 +458,13 @@ fn a_short_question_spelling_out_the_one_before_is_an_elaboration() {
     assert!(!is_elaboration("Which colours do the buttons come in?"));
     assert!(!is_elaboration("Your EHR, payroll."));
 }
+
+#[test]
+fn what_a_design_will_have_is_decided() {
+    assert!(is_decision(
+        "So it'll have one large round button {disfmarker} for the volume ."
+    ));
+    assert!(is_decision("Okay, it should have LEDs to light it up."));
+    assert!(!is_decision("Will it have a cradle?"));
+    assert!(!is_decision("If it will have a cradle, the price goes up."));
+}
