@@ -306,8 +306,9 @@ pub(crate) const COMMITMENTS: &[&str] = &[
     "let's circle back",
 ];
 
-/// The future-tense cues of [`COMMITMENTS`]: after them comes the verb
-/// that tells a commitment ("we'll send") from a forecast ("we'll see").
+/// The future-tense cues of [`COMMITMENTS`] (and "you should"): after
+/// them comes the verb that tells a commitment ("we'll send", "you should
+/// send") from a forecast ("we'll see", "you should be fine").
 const FUTURE_CUES: &[&str] = &[
     "i will",
     "i'll",
@@ -319,6 +320,7 @@ const FUTURE_CUES: &[&str] = &[
     "we'll",
     "we're going to",
     "we are going to",
+    "you should",
 ];
 
 /// Verbs that, right after a future cue, foretell a state instead of

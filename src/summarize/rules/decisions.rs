@@ -69,6 +69,8 @@ pub(crate) const DECISIONS: &[&str] = &[
 pub(crate) const LETS_PLANNING: &[&str] = &[
     "schedule", "meet", "set", "plan", "review", "sync", "follow", "circle", "check", "see",
     "talk", "discuss", "look", "get", "try", "find", "figure", "think", "recap", "regroup",
+    // Nor does a figure of speech: "let's say", "let's hope".
+    "say", "hope", "imagine", "assume", "suppose",
 ];
 
 /// Sentence-initial verbs that change a state on the spot ("Escalating

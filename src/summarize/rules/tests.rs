@@ -436,6 +436,7 @@ fn forecasts_and_talk_about_work_are_no_commitments() {
         "I'll in any case have a kind of delay.",
         "And there is no way to do it when we replay the videos.",
         "It is really easy to do.",
+        "So that you should be pretty confident to organize the screen.",
     ] {
         assert_eq!(o(s), None, "{s:?} commits nobody");
     }
@@ -467,4 +468,13 @@ fn what_a_design_will_have_is_decided() {
     assert!(is_decision("Okay, it should have LEDs to light it up."));
     assert!(!is_decision("Will it have a cradle?"));
     assert!(!is_decision("If it will have a cradle, the price goes up."));
+}
+
+#[test]
+fn figures_of_speech_with_lets_decide_nothing() {
+    assert!(!is_decision("Let's hope that they record it themselves."));
+    assert!(!is_decision(
+        "The hard part is to keep it in sync, let's say."
+    ));
+    assert!(is_decision("So let's simply forget plan A."));
 }
