@@ -12,6 +12,11 @@
 //!   marker-only, or have fewer than three content words;
 //! - owners that are not participants (neither a speaker of the meeting nor
 //!   a person named in the item's cited turns), "unassigned" aside;
+//! - items per hour of meeting, the hour estimated from the words spoken
+//!   at 150 words a minute (9,000 words an hour: the transcripts carry no
+//!   times);
+//! - unfaithful items: an item whose words (markers aside) do not appear,
+//!   in order, in one of its cited turns;
 //! - fold time.
 //!
 //! Baseline in the same run: "every commitment sentence", each sentence of
@@ -110,6 +115,36 @@ fn turns_of(m: &Meeting) -> Vec<Turn> {
         .collect()
 }
 
+/// Words spoken in an hour of meeting, for items per hour.
+const WORDS_PER_HOUR: f64 = 9_000.0;
+
+/// Lower-case words of `text`, transcription markers (`<laugh/>`,
+/// `{vocalsound}`) left out.
+fn plain_words(text: &str) -> Vec<String> {
+    let mut out = String::new();
+    let mut close: Option<char> = None;
+    for c in text.chars() {
+        match (close, c) {
+            (None, '<') => close = Some('>'),
+            (None, '{') => close = Some('}'),
+            (Some(x), c) if c == x => close = None,
+            (Some(_), _) => {}
+            (None, c) => out.push(c),
+        }
+    }
+    out.split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Whether the words of `item` appear in order in `turn`.
+fn in_order(item: &str, turn: &str) -> bool {
+    let turn = plain_words(turn);
+    let mut at = turn.iter();
+    plain_words(item).iter().all(|w| at.any(|t| t == w))
+}
+
 #[derive(Default)]
 struct Score {
     gold: usize,
@@ -117,6 +152,7 @@ struct Score {
     items: usize,
     junk: usize,
     bad_owners: usize,
+    unfaithful: usize,
     words: usize,
     millis: f64,
 }
@@ -130,8 +166,8 @@ fn main() {
         .to_owned()
     });
     let (mut ours, mut base) = (Score::default(), Score::default());
-    println!("| meeting | turns | gold | mnemo recall | mnemo items | junk | non-participant owners | baseline recall | baseline items | fold ms |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| meeting | turns | gold | mnemo recall | mnemo items | junk | non-participant owners | unfaithful | baseline recall | baseline items | fold ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for path in paths.split(',') {
         let set: Set = serde_json::from_str(&std::fs::read_to_string(path).expect("meeting set"))
             .expect("set json");
@@ -156,6 +192,23 @@ fn main() {
                 .map(|d| d.decision.clone())
                 .chain(s.pending_actions.iter().map(|a| a.action.clone()))
                 .collect();
+            let cited = |seqs: &[u64]| -> Vec<&str> {
+                seqs.iter()
+                    .filter_map(|&q| turns.get((q as usize).wrapping_sub(1)))
+                    .map(|t| t.content.as_str())
+                    .collect()
+            };
+            let unfaithful = s
+                .decisions
+                .iter()
+                .map(|d| (d.decision.as_str(), &d.evidence_seqs))
+                .chain(
+                    s.pending_actions
+                        .iter()
+                        .map(|a| (a.action.as_str(), &a.evidence_seqs)),
+                )
+                .filter(|(text, seqs)| !cited(seqs).iter().any(|t| in_order(text, t)))
+                .count();
             let participants: BTreeSet<String> = m.participants.iter().cloned().collect();
             let bad_owners = s
                 .pending_actions
@@ -189,6 +242,7 @@ fn main() {
                 })
                 .collect();
             if std::env::var_os("MNEMO_BENCH_SHOW_ITEMS").is_some() {
+                println!("  truncated: {:?}", s.truncated);
                 for d in &s.decisions {
                     println!(
                         "  decision{} {:?} {:?}",
@@ -222,7 +276,7 @@ fn main() {
                 .sum();
             let junk = items.iter().filter(|i| is_junk(i)).count();
             println!(
-                "| {} | {} | {} | {}/{} | {} | {} | {} | {}/{} | {} | {:.1} |",
+                "| {} | {} | {} | {}/{} | {} | {} | {} | {} | {}/{} | {} | {:.1} |",
                 m.id,
                 turns.len(),
                 m.gold.len(),
@@ -231,18 +285,20 @@ fn main() {
                 items.len(),
                 junk,
                 bad_owners,
+                unfaithful,
                 base_found,
                 m.gold.len(),
                 baseline.len(),
                 millis
             );
-            for (acc, f, n, j, b) in [
-                (&mut ours, found, items.len(), junk, bad_owners),
+            for (acc, f, n, j, b, u) in [
+                (&mut ours, found, items.len(), junk, bad_owners, unfaithful),
                 (
                     &mut base,
                     base_found,
                     baseline.len(),
                     baseline.iter().filter(|i| is_junk(i)).count(),
+                    0,
                     0,
                 ),
             ] {
@@ -251,6 +307,7 @@ fn main() {
                 acc.items += n;
                 acc.junk += j;
                 acc.bad_owners += b;
+                acc.unfaithful += u;
                 acc.words += words;
                 acc.millis += millis;
             }
@@ -258,21 +315,24 @@ fn main() {
     }
     let per_k = |s: &Score| s.items as f64 * 1000.0 / s.words.max(1) as f64;
     println!();
-    println!("| all meetings | recall | items | items per 1,000 words | junk rate | non-participant owners |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    let per_hour = |s: &Score| s.items as f64 * WORDS_PER_HOUR / s.words.max(1) as f64;
+    println!("| all meetings | recall | items | items per 1,000 words | items per hour | junk rate | non-participant owners | unfaithful |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (name, s) in [
         ("mnemo (rules)", &ours),
         ("baseline: every commitment sentence", &base),
     ] {
         println!(
-            "| {name} | {:.2} ({}/{}) | {} | {:.1} | {:.2} | {} |",
+            "| {name} | {:.2} ({}/{}) | {} | {:.1} | {:.1} | {:.2} | {} | {} |",
             s.found as f64 / s.gold.max(1) as f64,
             s.found,
             s.gold,
             s.items,
             per_k(s),
+            per_hour(s),
             s.junk as f64 / s.items.max(1) as f64,
-            s.bad_owners
+            s.bad_owners,
+            s.unfaithful
         );
     }
     println!("\nfold time, all meetings: {:.1} ms", ours.millis);

@@ -403,7 +403,9 @@ async fn old_format_4_fold_states_fold_on_like_a_fold_from_scratch() {
             let old = store.fold_record(ns, id).unwrap().unwrap();
             assert_eq!(
                 (old.summarizer.as_str(), old.format),
-                (rule_based::NAME, rule_based::FORMAT),
+                // The rules' state layout 1: not read any more, so the
+                // session is folded again from its first turn.
+                (rule_based::NAME, 1),
                 "{ns}/{id}: the fixture holds a format-4 fold record"
             );
         }

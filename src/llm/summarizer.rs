@@ -24,8 +24,9 @@ use crate::tokens;
 
 /// The name stored with its fold states.
 pub const NAME: &str = "mnemo-model";
-/// The layout of its fold states.
-pub const FORMAT: u32 = 1;
+/// The layout of its fold states: they hold the rules' state, so this
+/// changes with [`rule_based::FORMAT`] (2: the rules' layout 2).
+pub const FORMAT: u32 = 2;
 
 /// Counters for the metrics endpoint.
 #[derive(Debug, Default)]

@@ -1,30 +1,23 @@
 //! The rule-based summarizer: `FoldState` (see `engine`) behind the
-//! [`Summarizer`] trait, its state stored as postcard bytes. It also reads
-//! the fold records written before states were opaque. No I/O.
-
-use serde::{Deserialize, Serialize};
+//! [`Summarizer`] trait, its state stored as postcard bytes. States of an
+//! older layout (and the fold records written before states were opaque,
+//! which hold the first layout) are not read: such a session is folded
+//! again from its first turn, which gives what the current rules make of
+//! it. No I/O.
 
 use super::{FoldState, Folded, StateError, Summarizer, SummaryContext};
-use crate::model::{FoldRecord, Turn, LEGACY_FOLD_FORMAT};
+use crate::model::{FoldRecord, Turn};
 
 /// The rule-based summarizer's name in fold records.
 pub const NAME: &str = "mnemo-rules";
-/// Layout of its state: 1 = postcard of `FoldState`.
-pub const FORMAT: u32 = 1;
+/// Layout of its state: 1 = postcard of `FoldState`; 2 = the same with
+/// the meeting fields (conversational words, the open proposal). Postcard
+/// is positional, so a new field is a new layout.
+pub const FORMAT: u32 = 2;
 
 /// The deterministic, model-free summarizer.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RuleBased;
-
-/// The whole fold record as record formats 1 to 3 stored it, with the
-/// rule engine's state inline.
-#[derive(Deserialize, Serialize)]
-struct LegacyRecord {
-    state: FoldState,
-    through_seq: u64,
-    through_tokens: u64,
-    chain_hash: [u8; 32],
-}
 
 fn encode(state: &FoldState) -> Result<Vec<u8>, StateError> {
     postcard::to_stdvec(state).map_err(|e| StateError(format!("cannot encode fold state: {e}")))
@@ -66,32 +59,12 @@ impl Summarizer for RuleBased {
             notes: Vec::new(),
         })
     }
-
-    fn upgrade_legacy(&self, record: &FoldRecord) -> Option<Result<FoldRecord, StateError>> {
-        if record.format != LEGACY_FOLD_FORMAT || record.summarizer != NAME {
-            return None;
-        }
-        Some(
-            postcard::from_bytes::<LegacyRecord>(&record.state)
-                .map_err(|e| StateError(format!("old fold record cannot be decoded: {e}")))
-                .and_then(|old| {
-                    Ok(FoldRecord {
-                        summarizer: NAME.to_owned(),
-                        format: FORMAT,
-                        state: encode(&old.state)?,
-                        through_seq: old.through_seq,
-                        through_tokens: old.through_tokens,
-                        chain_hash: old.chain_hash,
-                    })
-                }),
-        )
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Role, Trigger};
+    use crate::model::{Role, Trigger, LEGACY_FOLD_FORMAT};
 
     fn turn(seq: u64, text: &str) -> Turn {
         Turn {
@@ -125,33 +98,33 @@ mod tests {
     }
 
     #[test]
-    fn a_legacy_record_upgrades_to_the_same_state() {
+    fn older_layouts_are_folded_again_from_the_first_turn() {
         let turns = [
             turn(1, "I need to rebook flight AB123 to Friday."),
             turn(2, "I'll check the fares and email you by Thursday."),
         ];
         let mut state = FoldState::default();
         state.fold(&turns);
-        let old = LegacyRecord {
-            state: state.clone(),
-            through_seq: 2,
-            through_tokens: 6,
-            chain_hash: [7; 32],
-        };
-        let stored = FoldRecord {
+        for format in [LEGACY_FOLD_FORMAT, 1] {
+            let stored = FoldRecord {
+                summarizer: NAME.into(),
+                format,
+                state: encode(&state).unwrap(),
+                ..Default::default()
+            };
+            assert!(!RuleBased.reads(&stored), "format {format}");
+            assert!(RuleBased.upgrade_legacy(&stored).is_none());
+        }
+        let current = FoldRecord {
             summarizer: NAME.into(),
-            format: LEGACY_FOLD_FORMAT,
-            state: postcard::to_stdvec(&old).unwrap(),
+            format: FORMAT,
+            state: encode(&state).unwrap(),
             ..Default::default()
         };
-        let up = RuleBased.upgrade_legacy(&stored).unwrap().unwrap();
-        assert_eq!((up.through_seq, up.through_tokens), (2, 6));
-        assert_eq!(up.chain_hash, [7; 32]);
-        assert_eq!(decode(&up.state).unwrap(), state);
-        assert!(RuleBased.reads(&up));
-        // Folding on from the upgraded state equals folding from scratch.
+        assert!(RuleBased.reads(&current));
+        // Folding on from a current state equals folding from scratch.
         let more = [turn(3, "Also, what's the baggage allowance?")];
-        let on = RuleBased.fold(Some(&up), &more, &ctx()).unwrap();
+        let on = RuleBased.fold(Some(&current), &more, &ctx()).unwrap();
         let all: Vec<Turn> = turns.iter().chain(&more).cloned().collect();
         assert_eq!(on.summary, super::super::summarize(&all, &ctx()));
     }

@@ -305,7 +305,7 @@ impl FoldState {
         }
         let old = self.decisions.remove(target).decision;
         let new_text = rules::clip(rules::trim_filler(sentence), rules::MAX_ITEM_CHARS);
-        if rules::is_decision(sentence) {
+        if rules::is_decision(sentence) && !rules::is_noise(sentence) {
             self.add_decision(seq, speaker, sentence, next, false);
         }
         if !old.agreed_by.iter().any(|a| a == speaker) {
@@ -328,6 +328,50 @@ impl FoldState {
                 reverser: speaker.to_string(),
                 conv_index: self.conv_index,
             });
+        }
+    }
+
+    /// The turn right after a proposal, by someone else, opens with assent
+    /// ("Yes, yes. I'm fine with this."): the proposal is a decision both
+    /// agreed to, citing both turns. A commitment read from the proposal's
+    /// own words gives way to it.
+    pub(super) fn fold_assent(
+        &mut self,
+        p: Proposal,
+        seq: u64,
+        speaker: &str,
+        sentences: &[Classified<'_>],
+    ) {
+        let texts: Vec<&str> = sentences.iter().map(|c| c.text).collect();
+        if p.speaker == speaker
+            || p.conv_index + 1 != self.conv_index
+            || !rules::opens_with_assent(&texts)
+        {
+            return;
+        }
+        let Some(id) = self.add_decision(p.seq, &p.speaker, &p.text, None, true) else {
+            return;
+        };
+        if let Some(item) = self.decisions.iter_mut().find(|d| d.id == id) {
+            let d = &mut item.decision;
+            if !d.agreed_by.iter().any(|a| a == speaker)
+                && d.evidence_seqs.len() < MAX_EVIDENCE_SEQS
+            {
+                d.agreed_by.push(speaker.to_string());
+                push_seq(&mut d.evidence_seqs, seq);
+            }
+        }
+        let mut i = 0;
+        while i < self.actions.len() {
+            let a = &self.actions[i];
+            if a.evidence_seqs.first() == Some(&p.seq) && p.text.contains(a.action.as_str()) {
+                self.actions.remove(i);
+                if i < self.action_retries.len() {
+                    self.action_retries.remove(i);
+                }
+            } else {
+                i += 1;
+            }
         }
     }
 
@@ -427,6 +471,12 @@ impl FoldState {
                 best = Some((shared, i));
             }
         }
+        // "Done." completes the speaker's own latest action, and so does a
+        // report right after the turn that asked for it; a later report
+        // that names something else ("Added the trip to your calendar")
+        // does not complete an unrelated, older one.
+        let bare = words.len() < 3;
+        let previous = self.prev_conv.as_ref().map_or(0, |(s, _)| *s);
         let index = best.map(|(_, i)| i).or_else(|| {
             by_worker
                 .then(|| {
@@ -434,6 +484,7 @@ impl FoldState {
                         a.status != ActionStatus::Done
                             && a.owner == speaker
                             && a.evidence_seqs.first() != Some(&seq)
+                            && (bare || a.evidence_seqs.first() >= Some(&previous))
                     })
                 })
                 .flatten()

@@ -37,6 +37,8 @@ use crate::model::{
 use crate::model::{Role, ToolCall, ToolCallStatus, Turn};
 
 mod items;
+#[cfg(test)]
+mod meeting_tests;
 mod render;
 #[cfg(test)]
 mod tests;
@@ -114,6 +116,17 @@ struct RecentDecision {
     pub(super) conv_index: u64,
 }
 
+/// A proposal a turn ended on ("we should…", "let's…"): the next
+/// speaker's assent makes it a decision agreed by both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Proposal {
+    pub(super) seq: u64,
+    pub(super) speaker: String,
+    pub(super) text: String,
+    /// Conversational turn index of the proposing turn.
+    pub(super) conv_index: u64,
+}
+
 /// A contradiction and what would settle it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct ConflictItem {
@@ -146,6 +159,8 @@ pub struct FoldState {
     decisions: Vec<DecisionItem>,
     next_decision_id: u64,
     recent_decision: Option<RecentDecision>,
+    /// The proposal the last conversational turn ended on.
+    proposal: Option<Proposal>,
     actions: Vec<PendingAction>,
     questions: Vec<OpenQuestion>,
     facts: Vec<KeyFact>,
@@ -165,6 +180,9 @@ pub struct FoldState {
     completions: VecDeque<Vec<String>>,
     /// Conversational (non-tool) turns folded.
     conv_index: u64,
+    /// Words of the conversational turns folded: how many decisions and
+    /// actions the summary shows scales with it.
+    conv_words: u64,
     /// Seq and speaker of the last conversational turn.
     prev_conv: Option<(u64, String)>,
     /// Up to two most recent distinct user/assistant speakers, newest first.
@@ -240,9 +258,22 @@ impl FoldState {
         // commitments or questions.
         let conversational = turn.tool_call.is_none() && turn.role != Role::Tool;
         if conversational {
+            let proposal = self.proposal.take();
             match annotation {
                 Some(a) => self.fold_annotation(a, turn.seq, &speaker, text, time),
-                None => self.fold_sentences(turn.seq, &speaker, text, time, &sentences),
+                None => {
+                    if let Some(p) = proposal {
+                        self.fold_assent(p, turn.seq, &speaker, &sentences);
+                    }
+                    self.fold_sentences(turn.seq, &speaker, text, time, &sentences);
+                    let texts: Vec<&str> = sentences.iter().map(|c| c.text).collect();
+                    self.proposal = rules::closing_proposal(text, &texts).map(|p| Proposal {
+                        seq: turn.seq,
+                        speaker: speaker.clone(),
+                        text: rules::clip(rules::trim_filler(p), rules::MAX_ITEM_CHARS),
+                        conv_index: self.conv_index,
+                    });
+                }
             }
             if turn.role == Role::User && self.user_intent.is_none() {
                 self.note_intent(turn.seq, &sentences);
@@ -260,6 +291,7 @@ impl FoldState {
             // Only the turn right after a failure can promise its retry.
             self.last_failed_tool = None;
             self.conv_index += 1;
+            self.conv_words += text.split_whitespace().count() as u64;
         }
         if annotation != Some(Annotation::Fact) {
             self.fold_facts(turn.seq, &speaker, &sentences);
@@ -331,9 +363,23 @@ impl FoldState {
                 }
                 _ => (c.text, next),
             };
+            // "If it is only a matter of downloading the data. Yes, let's
+            // include that.": a short decision about "that" takes the
+            // sentence it points back at.
+            let before = i.checked_sub(1).map(|p| &sentences[p]);
+            let decided = match before {
+                Some(p)
+                    if rules::is_noise(decided)
+                        && refers_back(decided)
+                        && !rules::is_noise(p.text) =>
+                {
+                    span(text, p.text, decided)
+                }
+                _ => decided,
+            };
             if c.cues.reversal && !self.decisions.is_empty() {
                 self.fold_reversal(seq, speaker, decided, &c.content, next);
-            } else if !rules::is_noise(decided) {
+            } else if !rules::is_noise(decided) && !rules::is_empty_decision(decided) {
                 self.add_decision(seq, speaker, decided, next, true);
             }
         }
@@ -402,9 +448,22 @@ impl FoldState {
             }
         }
 
-        for c in sentences {
+        let mut skip_next = false;
+        for (i, c) in sentences.iter().enumerate() {
+            if std::mem::take(&mut skip_next) {
+                continue;
+            }
             if c.cues.open_question && !rules::is_noise_question(c.text) {
-                let question = rules::clip(rules::trim_filler(c.text), rules::MAX_ITEM_CHARS);
+                // "Which systems does it talk to? Your EHR, payroll?": the
+                // second only spells out the first; they are one question.
+                let asked = match sentences.get(i + 1) {
+                    Some(n) if rules::is_elaboration(n.text) => {
+                        skip_next = true;
+                        span(text, c.text, n.text)
+                    }
+                    _ => c.text,
+                };
+                let question = rules::clip(rules::trim_filler(asked), rules::MAX_ITEM_CHARS);
                 self.add_question(seq, speaker, question);
             }
         }

@@ -8,26 +8,31 @@ pub(super) fn key_facts_shown(turns: u64) -> usize {
     12 + usize::try_from(turns / 10).unwrap_or(usize::MAX)
 }
 
+/// The last share of a session whose items count as its wrap-up.
+const LATE_SHARE: f32 = 0.15;
+
+/// Sessions shorter than this have no wrap-up to speak of.
+const LATE_MIN_SEQ: u64 = 40;
+
 impl FoldState {
     // -- rendering ---------------------------------------------------------------
 
     /// The summary of everything folded so far.
     pub fn render(&self, ctx: &SummaryContext) -> SessionSummary {
         let review = |text: &str| ctx.high_risk && rules::is_irreversible(text);
-        let decisions: Vec<Decision> = self
-            .decisions
+        let (shown_decisions, shown_actions, cut) = self.ranked_items();
+        let decisions: Vec<Decision> = shown_decisions
             .iter()
             .map(|d| Decision {
-                requires_human_review: review(&d.decision.decision),
-                ..d.decision.clone()
+                requires_human_review: review(&d.decision),
+                ..(*d).clone()
             })
             .collect();
-        let pending_actions: Vec<PendingAction> = self
-            .actions
+        let pending_actions: Vec<PendingAction> = shown_actions
             .iter()
             .map(|a| PendingAction {
                 requires_human_review: review(&a.action),
-                ..a.clone()
+                ..(*a).clone()
             })
             .collect();
         let tool_calls: Vec<ToolCallEntry> = self
@@ -68,6 +73,16 @@ impl FoldState {
         let hidden_facts = self.facts.len().saturating_sub(fact_limit);
         let key_facts = self.facts[hidden_facts..].to_vec();
         let mut truncated = self.truncation_note();
+        if cut > 0 {
+            if !truncated.is_empty() {
+                truncated.push_str("; ");
+            }
+            truncated.push_str(&format!(
+                "{cut} less salient decisions and pending_actions not shown (at most {} for {} words)",
+                rules::items_shown(self.conv_words),
+                self.conv_words
+            ));
+        }
         if hidden_facts > 0 {
             if !truncated.is_empty() {
                 truncated.push_str("; ");
@@ -115,6 +130,81 @@ impl FoldState {
         };
         summary.prose = prose(&summary);
         summary
+    }
+
+    /// The decisions and actions the summary shows, in their order: all
+    /// of them when they fit [`rules::items_shown`], else the most salient
+    /// ones above [`rules::MIN_SALIENCE`]; and how many were left out.
+    pub(super) fn ranked_items(&self) -> (Vec<&Decision>, Vec<&PendingAction>, usize) {
+        let decisions: Vec<&Decision> = self.decisions.iter().map(|d| &d.decision).collect();
+        let actions: Vec<&PendingAction> = self.actions.iter().collect();
+        let limit = rules::items_shown(self.conv_words);
+        let total = decisions.len() + actions.len();
+        // A short session shows everything; a long one (past the minimum
+        // bound) is ranked even when all would fit, so what says too
+        // little to stand alone stays out.
+        if total <= limit && limit <= rules::MIN_ITEMS_SHOWN {
+            return (decisions, actions, 0);
+        }
+        let last = self.last_seq.max(1) as f32;
+        // Said in the last part of the session: wrap-ups and recaps.
+        let late = |seqs: &[u64]| {
+            seqs.iter()
+                .any(|&s| s as f32 / last > 1.0 - LATE_SHARE && self.last_seq >= LATE_MIN_SEQ)
+        };
+        let engine = |seqs: &[u64], voices: usize| {
+            let mut s = 0.0;
+            if voices >= 2 {
+                s += 1.5;
+            }
+            if seqs.len() >= 2 {
+                s += 0.5;
+            }
+            if late(seqs) {
+                s += 1.0;
+            }
+            s
+        };
+        // (score, first seq, is_action, index)
+        let mut ranked: Vec<(f32, u64, bool, usize)> = Vec::with_capacity(total);
+        for (i, d) in decisions.iter().enumerate() {
+            let s =
+                rules::text_salience(&d.decision, "") + engine(&d.evidence_seqs, d.agreed_by.len());
+            ranked.push((s, d.evidence_seqs.first().copied().unwrap_or(0), false, i));
+        }
+        for (i, a) in actions.iter().enumerate() {
+            let mut s = rules::text_salience(&a.action, &a.owner) + engine(&a.evidence_seqs, 1);
+            if a.status == ActionStatus::Done {
+                s -= 1.0;
+            }
+            ranked.push((s, a.evidence_seqs.first().copied().unwrap_or(0), true, i));
+        }
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        ranked.retain(|r| r.0 > rules::MIN_SALIENCE);
+        ranked.truncate(limit);
+        let keep = |action: bool| -> BTreeSet<usize> {
+            ranked
+                .iter()
+                .filter(|r| r.2 == action)
+                .map(|r| r.3)
+                .collect()
+        };
+        let (kd, ka) = (keep(false), keep(true));
+        (
+            decisions
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| kd.contains(i))
+                .map(|(_, d)| d)
+                .collect(),
+            actions
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| ka.contains(i))
+                .map(|(_, a)| a)
+                .collect(),
+            total - ranked.len(),
+        )
     }
 
     pub(super) fn topic_segments(&self) -> (Vec<TopicSegment>, Vec<u32>) {

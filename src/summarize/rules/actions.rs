@@ -194,7 +194,18 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
             None => (mention(sentence), sentence),
         },
     };
-    let body_words = words(body);
+    let mut body_words = words(body);
+    // "And please add…", "So can you send…": lead words of speech first.
+    let lead = body_words
+        .iter()
+        .take_while(|w| matches!(w.as_str(), "and" | "so" | "also" | "then" | "now" | "well"))
+        .count();
+    if matches!(
+        body_words.get(lead).map(String::as_str),
+        Some("please" | "can" | "could" | "would" | "will")
+    ) {
+        body_words.drain(..lead);
+    }
     let w = |i: usize| body_words.get(i).map_or("", String::as_str);
     let verb_at = match (w(0), w(1)) {
         ("can" | "could" | "would" | "will", "you" | "u") => 2,
@@ -202,7 +213,18 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
         ("please", _) => 1,
         // "Raj, add the index…": a name, then a bare verb.
         (first, _) if named.is_some() && vocative(sentence).is_some() && !first.is_empty() => {
-            if is_stopword(first) || first.ends_with("ing") || first.ends_with("ed") {
+            // Not a verb: a filler ("Fin, aha I see"), a capitalized noun
+            // ("Transformer, [PROJECT2]"), or a question ("July, August?").
+            let capitalized = body
+                .trim_start_matches(|c: char| !c.is_alphanumeric())
+                .starts_with(char::is_uppercase);
+            if is_stopword(first)
+                || first.ends_with("ing")
+                || first.ends_with("ed")
+                || is_empty_word(first)
+                || capitalized
+                || sentence.trim_end().ends_with('?')
+            {
                 return None;
             }
             0
@@ -254,6 +276,7 @@ pub(crate) const COMMITMENTS: &[&str] = &[
     "i need to",
     "we need to",
     "you need to",
+    "you should",
     "need to",
     "needs to",
     "will follow up",
@@ -265,7 +288,13 @@ pub(crate) const COMMITMENTS: &[&str] = &[
     "next steps",
     "action item",
     "todo",
-    "to do",
+    // "to do" as a noun only: "there is no way to do it" commits nobody.
+    "to do list",
+    "to do item",
+    "to do items",
+    "my to do",
+    "our to do",
+    "the to do",
     "i'll check",
     "let's schedule",
     "let's meet",
@@ -277,10 +306,101 @@ pub(crate) const COMMITMENTS: &[&str] = &[
     "let's circle back",
 ];
 
+/// The future-tense cues of [`COMMITMENTS`] (and "you should"): after
+/// them comes the verb that tells a commitment ("we'll send", "you should
+/// send") from a forecast ("we'll see", "you should be fine").
+const FUTURE_CUES: &[&str] = &[
+    "i will",
+    "i'll",
+    "i'm going to",
+    "i am going to",
+    "i'm gonna",
+    "i shall",
+    "we will",
+    "we'll",
+    "we're going to",
+    "we are going to",
+    "you should",
+];
+
+/// Verbs that, right after a future cue, foretell a state instead of
+/// committing to work: "we will see", "we'll have many options", "we will
+/// be able to", "I'll need more time".
+const FORECAST_VERBS: &[&str] = &[
+    "have", "be", "see", "know", "need", "want", "like", "hear", "seem", "become", "happen", "end",
+    "lose", "gain",
+];
+
+/// Words that may stand between a future cue and its verb ("we will
+/// probably just have", "we will, we will see").
+const FUTURE_ADVERBS: &[&str] = &[
+    "also",
+    "just",
+    "probably",
+    "definitely",
+    "certainly",
+    "surely",
+    "then",
+    "still",
+    "actually",
+    "simply",
+    "really",
+    "all",
+    "maybe",
+    "only",
+    "both",
+    "soon",
+    "likely",
+    "eventually",
+    "basically",
+    "anyway",
+    "in",
+    "any",
+    "case",
+    "we",
+    "i",
+    "will",
+    "i'll",
+    "we'll",
+    "uh",
+    "um",
+    "ehm",
+];
+
+/// Whether every future cue of a sentence foretells a state ("we will see
+/// which is faster", "we will be able to stream it") and nothing else in
+/// it commits anyone: a forecast, not a commitment.
+pub(crate) fn is_forecast(n: &Norm) -> bool {
+    let mut any = false;
+    for cue in FUTURE_CUES {
+        let Some(pos) = n.find(cue) else { continue };
+        any = true;
+        let verb = n.words[pos + cue.split(' ').count()..]
+            .iter()
+            .find(|w| !FUTURE_ADVERBS.contains(&w.as_str()));
+        if !verb.is_some_and(|v| FORECAST_VERBS.contains(&v.as_str())) {
+            return false;
+        }
+    }
+    any && !n.has_any(&[
+        "need to",
+        "needs to",
+        "let me",
+        "follow up",
+        "get back to",
+        "waiting for",
+        "next step",
+        "action item",
+    ])
+}
+
 pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
     let Some(pos) = n.find_any(COMMITMENTS) else {
         return false;
     };
+    if is_forecast(n) {
+        return false;
+    }
     // "let me know" asks the other party for information.
     if n.has("let me know") && n.find("let me know") == Some(pos) {
         return false;
@@ -322,6 +442,9 @@ pub struct ActionCue {
 /// information, refusals and bare acceptances ("Will do.") are not actions.
 /// `participants` are the known speaker ids, to recognise "Alice will…".
 pub fn action_cue(sentence: &str, participants: &[String]) -> Option<ActionCue> {
+    // Transcription markers are no words ("Transformer, <unint/> …").
+    let cleaned = strip_markers(sentence);
+    let sentence = cleaned.as_str();
     let n = Norm::new(sentence);
     if let Some(owner) = request(sentence, &n) {
         let owner = match owner {
@@ -333,7 +456,7 @@ pub fn action_cue(sentence: &str, participants: &[String]) -> Option<ActionCue> 
     if is_question_norm(sentence, &n) {
         return None;
     }
-    if let Some(owner) = participant_subject(sentence, &n, participants) {
+    if let Some(owner) = participant_subject(&n, participants) {
         if !has_negation(&n) && !is_decision_norm(&n) && n.words.len() > 2 {
             return Some(ActionCue { owner });
         }
@@ -361,23 +484,47 @@ pub fn action_cue(sentence: &str, participants: &[String]) -> Option<ActionCue> 
 /// "Alice will…", "Alice to draft…", "Alice needs to…": a known
 /// participant as the subject. Unknown capitalized words are not taken:
 /// they are too often nouns ("Refund will be processed").
-pub(crate) fn participant_subject(
-    sentence: &str,
-    n: &Norm,
-    participants: &[String],
-) -> Option<OwnerCue> {
-    let first = sentence
-        .trim_start_matches(|c: char| !c.is_alphanumeric() && c != '@')
-        .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
-        .next()
-        .unwrap_or("");
-    let first_lower = first.trim_start_matches('@').to_lowercase();
-    let second = n.words.get(1).map_or("", String::as_str);
-    (!first.is_empty()
-        && matches_participant(first.trim_start_matches('@'), participants)
-        && !is_stopword(&first_lower)
-        && matches!(second, "will" | "to" | "needs" | "is" | "should" | "must"))
-    .then(|| OwnerCue::Named(resolve_name(first, participants)))
+pub(crate) fn participant_subject(n: &Norm, participants: &[String]) -> Option<OwnerCue> {
+    let w = |i: usize| n.words.get(i).map_or("", String::as_str);
+    // "So [PERSON6] will…", "And Ana and Lee should…": the lead words of
+    // speech come before the subject.
+    let mut i = 0;
+    while matches!(
+        w(i),
+        "so" | "and"
+            | "then"
+            | "well"
+            | "okay"
+            | "ok"
+            | "yeah"
+            | "yes"
+            | "also"
+            | "now"
+            | "uh"
+            | "um"
+            | "ehm"
+    ) {
+        i += 1;
+    }
+    let named = |k: usize| {
+        !w(k).is_empty() && !is_stopword(w(k)) && matches_participant(w(k), participants)
+    };
+    if !named(i) {
+        return None;
+    }
+    // "Ana and Lee should…": the first one named owns it.
+    let mut verb = i + 1;
+    if w(verb) == "and" && named(verb + 1) {
+        verb += 2;
+    }
+    let modal = match w(verb) {
+        "will" | "to" | "needs" | "should" | "must" => true,
+        // "Ana is going to…", "Ana is to…" ("Ana is on leave" and "Ana is
+        // coming back" commit nobody).
+        "is" => matches!(w(verb + 1), "going" | "to"),
+        _ => false,
+    };
+    modal.then(|| OwnerCue::Named(resolve_name(w(i), participants)))
 }
 
 pub(crate) fn owner_of_commitment(sentence: &str, n: &Norm, participants: &[String]) -> OwnerCue {
@@ -386,7 +533,7 @@ pub(crate) fn owner_of_commitment(sentence: &str, n: &Norm, participants: &[Stri
             return OwnerCue::Named(resolve_name(name, participants));
         }
     }
-    if let Some(owner) = participant_subject(sentence, n, participants) {
+    if let Some(owner) = participant_subject(n, participants) {
         return owner;
     }
     let first_person = [

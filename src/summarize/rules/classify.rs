@@ -147,7 +147,8 @@ pub fn classify(sentence: &str) -> Classified<'_> {
         // Commitments, requests, and "<Name> will/to…" (see `action_cue`).
         maybe_action: is_commitment_norm(&n)
             || request(sentence, &n).is_some()
-            || n.words.get(1).is_some_and(|w| {
+            // (after lead words and a second name: "So Ana and Lee will…").
+            || n.words.iter().skip(1).take(5).any(|w| {
                 matches!(
                     w.as_str(),
                     "will" | "to" | "needs" | "is" | "should" | "must"

@@ -56,12 +56,21 @@ pub(crate) const DECISIONS: &[&str] = &[
     "let's adopt",
     "we'll go ahead",
     "please proceed",
+    // What a design will have: "so it'll have a rubber case".
+    "it'll have",
+    "it will have",
+    "it's going to have",
+    "it is going to have",
+    "it's gonna have",
+    "it should have",
 ];
 
 /// Verbs after "let's" that plan work rather than decide.
 pub(crate) const LETS_PLANNING: &[&str] = &[
     "schedule", "meet", "set", "plan", "review", "sync", "follow", "circle", "check", "see",
     "talk", "discuss", "look", "get", "try", "find", "figure", "think", "recap", "regroup",
+    // Nor does a figure of speech: "let's say", "let's hope".
+    "say", "hope", "imagine", "assume", "suppose",
 ];
 
 /// Sentence-initial verbs that change a state on the spot ("Escalating

@@ -18,8 +18,10 @@ mod decisions;
 mod entities;
 mod noise;
 mod numbers;
+mod proposals;
 mod questions;
 mod risk;
+mod salience;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -33,8 +35,10 @@ pub use self::decisions::*;
 pub use self::entities::*;
 pub use self::noise::*;
 pub use self::numbers::*;
+pub use self::proposals::*;
 pub use self::questions::*;
 pub use self::risk::*;
+pub use self::salience::*;
 pub use self::text::*;
 pub use self::turns::*;
 

@@ -8,6 +8,8 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
+use super::dates::WEEKDAYS;
+use super::entities::month_number;
 use super::text::{content_words, is_stopword, stem, Norm};
 
 /// Words that carry no content in speech: backchannels, interjections,
@@ -177,6 +179,17 @@ const META_TALK: &[&str] = &[
     "let me think",
     "let me understand",
     "be leaving",
+    "second screen",
+    "my screen",
+    "the screen",
+    "let's go through",
+    "let's go from",
+    "go through the",
+    "what we decided",
+    "what we have decided",
+    "what we've decided",
+    "what we agreed",
+    "what we discussed",
 ];
 
 /// `text` without transcription markers: `<laugh/>`, `<unintelligible/>`,
@@ -205,6 +218,18 @@ fn substance(cleaned: &str) -> Vec<String> {
         .collect()
 }
 
+/// How many words of substance `text` has once markers, stopwords,
+/// backchannels, fillers and social words are gone.
+pub fn substance_count(text: &str) -> usize {
+    substance(&strip_markers(text)).len()
+}
+
+/// Whether `word` (lower case) is a backchannel, filler, interjection or
+/// social word.
+pub fn is_empty_word(word: &str) -> bool {
+    EMPTY_WORDS.contains(&word) || matches!(word, "aha" | "uhm" | "hm" | "huh" | "eh")
+}
+
 /// Whether `name` reads as a person's name: one or two capitalized words,
 /// letters only (or a `[PERSONn]`-style placeholder), none of them a
 /// stopword, interjection, backchannel or social word.
@@ -223,8 +248,13 @@ pub fn is_person_name(name: &str) -> bool {
                 && w.chars()
                     .all(|c| c.is_alphabetic() || matches!(c, '-' | '\'' | '.' | '_'))
                 && !is_stopword(&lower)
-                && !EMPTY_WORDS.contains(&lower.as_str())
+                && !is_empty_word(&lower)
                 && !SOCIAL.contains(&lower.as_str())
+                // Months, weekdays and gerunds are no names ("July,
+                // August?", "Probing, classifiers.").
+                && month_number(&lower).is_none()
+                && !WEEKDAYS.contains(&lower.as_str())
+                && !(words.len() == 1 && lower.len() > 4 && lower.ends_with("ing"))
         })
 }
 
@@ -288,6 +318,23 @@ pub fn is_noise(sentence: &str) -> bool {
     social && content.len() <= 2
 }
 
+/// Whether a sentence says that something was decided or agreed without
+/// saying what: "So probably we decided, as I mentioned, the sure of,
+/// okay." Fewer than two words of substance follow the first "decided" or
+/// "agreed".
+pub fn is_empty_decision(sentence: &str) -> bool {
+    let cleaned = strip_markers(sentence);
+    let n = Norm::new(&cleaned);
+    let Some(at) = n
+        .words
+        .iter()
+        .position(|w| w.starts_with("decid") || w.starts_with("agree"))
+    else {
+        return false;
+    };
+    substance(&n.words[at + 1..].join(" ")).len() < 2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +389,28 @@ mod tests {
     }
 
     #[test]
+    fn decisions_that_say_nothing_are_empty() {
+        for s in [
+            "So probably we decided, as I mentioned, the sure of, okay.",
+            "I think we agreed {disfmarker} yeah.",
+            "Decided.",
+        ] {
+            assert!(is_empty_decision(s), "{s:?} decides nothing");
+        }
+        for s in [
+            "Probably, well, now we decided that [PERSON6] will work with the data.",
+            "Agreed, we ship the remote with a charging cradle.",
+            "We decided to go with the rubber case {vocalsound} .",
+            "LGTM, approving.",
+        ] {
+            assert!(!is_empty_decision(s), "{s:?} decides something");
+        }
+        assert!(is_noise(
+            "So this is what we decided up to now for last 40 minutes."
+        ));
+    }
+
+    #[test]
     fn short_questions_about_the_subject_stay() {
         for q in [
             "But why did this happen?",
@@ -368,7 +437,18 @@ mod tests {
             assert!(is_person_name(n), "{n:?}");
         }
         for n in [
-            "Hmm", "Exactly", "People", "Your EHR", "Welcome", "Bye", "Roo 2",
+            "Hmm",
+            "Exactly",
+            "People",
+            "Your EHR",
+            "Welcome",
+            "Bye",
+            "Roo 2",
+            "July",
+            "Friday",
+            "Probing",
+            "Presenting",
+            "Aha",
         ] {
             assert!(!is_person_name(n), "{n:?} is no name");
         }

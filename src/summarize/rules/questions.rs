@@ -114,3 +114,15 @@ pub(crate) fn is_answer_like_n(sentence: &str, n: &Norm) -> bool {
     .contains(&n.words[0].as_str());
     yes_no || !is_small_talk_norm(n) && !is_greeting_norm(n)
 }
+
+/// Whether a question only spells out the one before it: a few words
+/// ending in '?' that start with no question word or auxiliary ("Your
+/// EHR, payroll?", "The blue one?").
+pub fn is_elaboration(sentence: &str) -> bool {
+    let n = Norm::new(sentence);
+    let first = n.words.first().map_or("", String::as_str);
+    sentence.trim_end().ends_with('?')
+        && (1..=4).contains(&n.words.len())
+        && !WH_WORDS.contains(&first)
+        && !AUX_WORDS.contains(&first)
+}

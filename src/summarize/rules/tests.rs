@@ -388,3 +388,93 @@ fn numbers_in_words() {
     assert_eq!(number_words(305), "three hundred five");
     assert_eq!(number_words(12_000), "twelve thousand");
 }
+
+#[test]
+fn meeting_commitments_name_their_owners() {
+    let p = names(&["PERSON5", "PERSON6", "PERSON11", "ana"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // Placeholders in brackets, lead words of speech, two names.
+    assert_eq!(
+        o("So [PERSON6] will download and prepare the corpus {disfmarker} ."),
+        Some(OwnerCue::Named("PERSON6".into()))
+    );
+    assert_eq!(
+        o("And [PERSON5] and [PERSON11] should select the video and test it."),
+        Some(OwnerCue::Named("PERSON5".into()))
+    );
+    assert_eq!(
+        o("Okay, Ana is going to draw the casing."),
+        Some(OwnerCue::Named("ana".into()))
+    );
+    // "You should…" in a meeting hands work to the one spoken to.
+    assert_eq!(
+        o("So you should only sort the folders by date and name."),
+        Some(OwnerCue::Addressee)
+    );
+    // Lead words of speech before a request.
+    assert_eq!(
+        o("And please add the trip to my calendar."),
+        Some(OwnerCue::Addressee)
+    );
+    assert_eq!(
+        o("So can you send the slides to everyone?"),
+        Some(OwnerCue::Addressee)
+    );
+    // Being somewhere is no commitment.
+    assert_eq!(o("[PERSON11] is coming back on the weekend."), None);
+    assert_eq!(o("Ana is on leave in March."), None);
+}
+
+#[test]
+fn forecasts_and_talk_about_work_are_no_commitments() {
+    let p = names(&["PERSON9"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    for s in [
+        "We will see which is the most performing solution.",
+        "We will have many options if you remember.",
+        "So we will, we will be able to stream it {vocalsound} .",
+        "I'll in any case have a kind of delay.",
+        "And there is no way to do it when we replay the videos.",
+        "It is really easy to do.",
+        "So that you should be pretty confident to organize the screen.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody");
+    }
+    for s in [
+        "We will need to order the chips by Monday.",
+        "I'll get the battery figures to everyone.",
+        "We'll send the drawings to the factory.",
+        "Put it on my to do list, the casing colours.",
+    ] {
+        assert!(o(s).is_some(), "{s:?} commits");
+    }
+}
+
+#[test]
+fn a_short_question_spelling_out_the_one_before_is_an_elaboration() {
+    assert!(is_elaboration("Your EHR, payroll?"));
+    assert!(is_elaboration("The round one {vocalsound}?"));
+    assert!(!is_elaboration("Why?"));
+    assert!(!is_elaboration("Can you check it?"));
+    assert!(!is_elaboration("Which colours do the buttons come in?"));
+    assert!(!is_elaboration("Your EHR, payroll."));
+}
+
+#[test]
+fn what_a_design_will_have_is_decided() {
+    assert!(is_decision(
+        "So it'll have one large round button {disfmarker} for the volume ."
+    ));
+    assert!(is_decision("Okay, it should have LEDs to light it up."));
+    assert!(!is_decision("Will it have a cradle?"));
+    assert!(!is_decision("If it will have a cradle, the price goes up."));
+}
+
+#[test]
+fn figures_of_speech_with_lets_decide_nothing() {
+    assert!(!is_decision("Let's hope that they record it themselves."));
+    assert!(!is_decision(
+        "The hard part is to keep it in sync, let's say."
+    ));
+    assert!(is_decision("So let's simply forget plan A."));
+}

@@ -1,0 +1,192 @@
+//! Unit tests of the fold on meeting talk: proposals accepted by another
+//! speaker, short decisions that point back, and the bound on how many
+//! decisions and actions a long meeting shows.
+
+use super::*;
+use crate::model::Trigger;
+
+fn said(seq: u64, speaker: &str, content: &str) -> Turn {
+    Turn {
+        seq,
+        role: Role::User,
+        speaker: speaker.to_string(),
+        content: content.to_string(),
+        client_time: None,
+        server_time: 1_773_741_600_000_000_000 + i64::try_from(seq).unwrap_or(0) * 10_000_000_000,
+        tool_call: None,
+        metadata: BTreeMap::new(),
+        token_count: 1,
+    }
+}
+
+fn summary(turns: &[Turn]) -> SessionSummary {
+    let mut s = FoldState::default();
+    s.fold(turns);
+    s.render(&SummaryContext {
+        namespace: String::new(),
+        context_limit_tokens: 128_000,
+        bundle_tokens: 0,
+        trigger: Trigger::Close,
+        version: 1,
+        now: 0,
+        high_risk: false,
+        wait_free: false,
+    })
+}
+
+#[test]
+fn a_proposal_accepted_by_another_speaker_is_a_decision_of_both() {
+    let turns = [
+        said(
+            1,
+            "PERSON2",
+            "So what do we do with the battery {disfmarker} ?",
+        ),
+        said(
+            2,
+            "PERSON1",
+            "Um I think we should put a charging cradle in the box. \
+             That would be cheaper than spare batteries. Right?",
+        ),
+        said(3, "PERSON2", "Yeah, yeah. {vocalsound} I'm fine with that."),
+    ];
+    let s = summary(&turns);
+    let d = s
+        .decisions
+        .iter()
+        .find(|d| d.decision.contains("charging cradle"))
+        .unwrap_or_else(|| panic!("{:#?}", s.decisions));
+    assert!(d
+        .decision
+        .contains("That would be cheaper than spare batteries."));
+    assert_eq!(d.agreed_by, ["PERSON1", "PERSON2"]);
+    assert_eq!(d.evidence_seqs, [2, 3]);
+    // The proposal is the decision, not also an action.
+    assert!(s
+        .pending_actions
+        .iter()
+        .all(|a| !a.action.contains("charging cradle")));
+}
+
+#[test]
+fn continuers_objections_and_later_turns_accept_nothing() {
+    for (reply, by) in [
+        ("Hm. The cradle is too big.", "PERSON2"),
+        ("Yeah, but the cradle costs too much.", "PERSON2"),
+        ("Yeah.", "PERSON1"),
+    ] {
+        let turns = [
+            said(1, "PERSON1", "We should put a charging cradle in the box."),
+            said(2, by, reply),
+        ];
+        let s = summary(&turns);
+        assert!(s.decisions.is_empty(), "{reply:?}: {:#?}", s.decisions);
+    }
+    // Assent two turns later answers something else.
+    let turns = [
+        said(1, "PERSON1", "We should put a charging cradle in the box."),
+        said(2, "PERSON3", "The case is rubber {vocalsound} ."),
+        said(3, "PERSON2", "Yeah, sure."),
+    ];
+    assert!(summary(&turns).decisions.is_empty());
+}
+
+#[test]
+fn a_short_decision_about_that_takes_the_sentence_it_points_at() {
+    let turns = [said(
+        1,
+        "PERSON10",
+        "If it is only a matter of downloading the data and polishing it, no manual work. \
+         Yes, let's include that.",
+    )];
+    let s = summary(&turns);
+    assert_eq!(
+        s.decisions
+            .iter()
+            .map(|d| d.decision.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "If it is only a matter of downloading the data and polishing it, no manual work. \
+             Yes, let's include that."
+        ]
+    );
+}
+
+#[test]
+fn decisions_that_say_nothing_are_not_items() {
+    let turns = [said(
+        1,
+        "PERSON3",
+        "So this is what we decided up to now for the last 40 minutes. \
+         So probably we decided, as I mentioned, the sure of, okay.",
+    )];
+    assert!(summary(&turns).decisions.is_empty());
+}
+
+/// Words for distinct vague commitments.
+const NOUNS: [&str; 13] = [
+    "screen", "speaker", "logo", "strap", "light", "switch", "cable", "label", "manual", "box",
+    "pricing", "survey", "market",
+];
+
+#[test]
+fn a_long_meeting_shows_its_most_salient_items_and_counts_the_rest() {
+    // 30 vague commitments, then a decision and two named assignments:
+    // about 5,000 words, so at most 13 items.
+    let mut turns = Vec::new();
+    let filler =
+        "the the the casing design for the remote control is something we talk about a lot \
+                  and there is a lot more to say about the buttons and the colours of it ";
+    for i in 0..30u64 {
+        turns.push(said(
+            i * 2 + 1,
+            "PERSON1",
+            &format!("{filler}{filler}{filler}{filler}{filler}"),
+        ));
+        let w: Vec<String> = (0..5).map(|k| format!("{}{i}", NOUNS[k])).collect();
+        turns.push(said(
+            i * 2 + 2,
+            "PERSON2",
+            &format!(
+                "So maybe we need to, uh, check the {} probably.",
+                w.join(" ")
+            ),
+        ));
+    }
+    turns.push(said(
+        61,
+        "PERSON3",
+        "So we decided to use one large round button for the volume.",
+    ));
+    turns.push(said(
+        62,
+        "PERSON1",
+        "PERSON2 will draw the rubber casing by Friday.",
+    ));
+    turns.push(said(
+        63,
+        "PERSON2",
+        "I will send the chip prices to everyone.",
+    ));
+    let s = summary(&turns);
+    let shown = s.decisions.len() + s.pending_actions.len();
+    assert!(shown <= rules::items_shown(5_500), "{shown} shown");
+    assert!(s
+        .decisions
+        .iter()
+        .any(|d| d.decision.contains("round button")));
+    assert!(s
+        .pending_actions
+        .iter()
+        .any(|a| a.owner == "PERSON2" && a.action.contains("casing")));
+    assert!(s
+        .pending_actions
+        .iter()
+        .any(|a| a.action.contains("chip prices")));
+    assert!(
+        s.truncated
+            .contains("less salient decisions and pending_actions not shown"),
+        "{}",
+        s.truncated
+    );
+}

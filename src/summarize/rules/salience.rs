@@ -1,0 +1,189 @@
+//! Salience: how much a decision or an action matters, from its own words,
+//! so a long meeting's summary keeps its tens of best items instead of
+//! every sentence with "will" in it. Explicit decisions ("we decided", "we
+//! agreed", "let's go with"), work a named person takes on, and the
+//! speaker's own "I will <verb>" rank high; hedged talk ("maybe",
+//! "probably", "I think"), general necessities ("we need to…"), narrated
+//! questions ("the question is whether…"), disfluent rambling and items
+//! with fewer than three words of substance rank low.
+//! The engine adds what the words cannot tell: agreement by others,
+//! restatement, and where in the session the item was said.
+//!
+//! How many decisions and actions a summary shows scales with what was
+//! said ([`items_shown`]): about 25 an hour of speech.
+
+use super::*;
+
+/// Decisions and actions a summary shows whatever the session's length.
+pub const MIN_ITEMS_SHOWN: usize = 12;
+
+/// Words spoken per decision or action shown beyond [`MIN_ITEMS_SHOWN`]:
+/// 25 items per 9,000 words, an hour of speech at 150 words a minute.
+pub const WORDS_PER_ITEM: u64 = 360;
+
+/// Decisions and actions shown for a session of `words` conversational
+/// words: at least [`MIN_ITEMS_SHOWN`], one per [`WORDS_PER_ITEM`].
+pub fn items_shown(words: u64) -> usize {
+    MIN_ITEMS_SHOWN.max(usize::try_from(words / WORDS_PER_ITEM).unwrap_or(usize::MAX))
+}
+
+/// When a session has more decisions and actions than it can show, those
+/// at or below this salience are left out even if the bound has room:
+/// fewer than three words of substance and nothing else for them.
+pub const MIN_SALIENCE: f32 = -2.0;
+
+/// Phrases that state a decision outright.
+const STRONG_DECISIONS: &[&str] = &[
+    "we decided",
+    "we've decided",
+    "we have decided",
+    "decided to",
+    "we agreed",
+    "we have agreed",
+    "we've agreed",
+    "agreed to",
+    "agreed on",
+    "final decision",
+    "let's go with",
+    "we'll go with",
+    "we will go with",
+    "settled on",
+    "we chose",
+];
+
+/// Words that hedge what a sentence says.
+const HEDGES: &[&str] = &[
+    "maybe",
+    "probably",
+    "perhaps",
+    "i think",
+    "i guess",
+    "i hope",
+    "i believe",
+    "might",
+    "i don't know",
+    "not sure",
+    "somehow",
+    "kind of",
+    "sort of",
+];
+
+/// Phrases of a necessity nobody takes on.
+const NECESSITIES: &[&str] = &[
+    "we need to",
+    "you need to",
+    "needs to",
+    "need to",
+    "have to",
+];
+
+/// Phrases that narrate a question rather than settle anything.
+const NARRATED_QUESTIONS: &[&str] = &[
+    "the question is",
+    "question is whether",
+    "whether",
+    "i wonder",
+    "is there anything",
+];
+
+/// Fillers of speech, counted for disfluency.
+const FILLERS: &[&str] = &["uh", "um", "uhm", "ehm", "eh", "erm", "hmm", "mm"];
+
+/// The salience of a decision or action from its words alone (about -3
+/// to 4; 0 is plain). `owner` is the action's owner ("" for a decision).
+pub fn text_salience(text: &str, owner: &str) -> f32 {
+    let n = Norm::new(&strip_markers(text));
+    let mut score = 0.0;
+    if n.has_any(STRONG_DECISIONS) {
+        score += 2.0;
+    }
+    // "I'll send…", "I will continue…": the speaker takes it on.
+    if n.has_any(&["i will", "i'll", "i'm going to", "i am going to"]) {
+        score += 1.0;
+    }
+    // "[PERSON6] will download…", "Marco, please…": someone named does it.
+    let named = !owner.is_empty()
+        && owner != "unassigned"
+        && text.to_lowercase().contains(&owner.to_lowercase());
+    if named {
+        score += 1.5;
+    }
+    if n.has("let's") {
+        score += 0.5;
+    }
+    let hedges = HEDGES.iter().filter(|h| n.has(h)).count();
+    score -= 0.5 * hedges.min(2) as f32;
+    if n.has_any(NECESSITIES) && !named {
+        score -= 0.5;
+    }
+    if n.has_any(NARRATED_QUESTIONS) {
+        score -= 1.0;
+    }
+    // Disfluency: fillers and a word said twice in a row ("the the").
+    let words = n.words.len().max(1);
+    let stumbles = n
+        .words
+        .iter()
+        .enumerate()
+        .filter(|(i, w)| FILLERS.contains(&w.as_str()) || *i > 0 && n.words[i - 1] == **w)
+        .count();
+    if stumbles * 8 > words {
+        score -= 1.0;
+    }
+    // Too little said to stand alone ("I'll send you a link."), or
+    // something specific ("reorganize the directories by date and name").
+    match substance_count(text) {
+        0..=2 => score -= 3.0,
+        3..=5 => {}
+        _ => score += 0.5,
+    }
+    if text.chars().count() > 200 {
+        score -= 0.5;
+    }
+    score
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_shown_scale_with_words() {
+        assert_eq!(items_shown(0), MIN_ITEMS_SHOWN);
+        assert_eq!(items_shown(2_000), MIN_ITEMS_SHOWN);
+        assert_eq!(items_shown(9_000), 25);
+        assert_eq!(items_shown(18_000), 50);
+    }
+
+    #[test]
+    fn decisions_and_named_work_outrank_hedged_talk() {
+        let decided = text_salience("So now we decided that Ana will work with the data.", "");
+        let named = text_salience(
+            "And [PERSON5] and [PERSON11] should select the video.",
+            "[PERSON5]",
+        );
+        let mine = text_salience("I will continue to annotate our data.", "PERSON3");
+        let hedged = text_salience(
+            "So maybe we need to uh think about the the format probably.",
+            "unassigned",
+        );
+        let narrated = text_salience(
+            "So the question is whether someone would be able to do the first step.",
+            "unassigned",
+        );
+        for high in [decided, named, mine] {
+            assert!(high > hedged, "{high} > {hedged}");
+            assert!(high > narrated, "{high} > {narrated}");
+        }
+    }
+
+    #[test]
+    fn disfluent_rambling_ranks_low() {
+        let clean = text_salience("We will publish the test set in March.", "PERSON1");
+        let stumbling = text_salience(
+            "We will, uh, we will um the the publish uh the test set in in March.",
+            "PERSON1",
+        );
+        assert!(clean > stumbling, "{clean} > {stumbling}");
+    }
+}
