@@ -2,7 +2,7 @@
 //! so a long meeting's summary keeps its tens of best items instead of
 //! every sentence with "will" in it. Explicit decisions ("we decided", "we
 //! agreed", "let's go with"), work a named person takes on, and the
-//! speaker's own "I will <verb>" rank high; hedged talk ("maybe",
+//! speaker's own "I will …" rank high; hedged talk ("maybe",
 //! "probably", "I think"), general necessities ("we need to…"), narrated
 //! questions ("the question is whether…"), disfluent rambling and items
 //! with fewer than three words of substance rank low.
