@@ -261,7 +261,10 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
     })
 }
 
-pub(crate) const COMMITMENTS: &[&str] = &[
+/// Future-tense cues ("you should" among them), commitments too: after
+/// them comes the verb that tells a commitment ("we'll send", "you should
+/// send") from a forecast ("we'll see", "you should be fine").
+const FUTURE_CUES: &[&str] = &[
     "i will",
     "i'll",
     "i'm going to",
@@ -272,11 +275,15 @@ pub(crate) const COMMITMENTS: &[&str] = &[
     "we'll",
     "we're going to",
     "we are going to",
+    "you should",
+];
+
+/// Cues of a commitment besides the future-tense ones ([`FUTURE_CUES`]).
+const COMMITMENTS: &[&str] = &[
     "let me",
     "i need to",
     "we need to",
     "you need to",
-    "you should",
     "need to",
     "needs to",
     "will follow up",
@@ -304,23 +311,6 @@ pub(crate) const COMMITMENTS: &[&str] = &[
     "let's sync",
     "let's follow up",
     "let's circle back",
-];
-
-/// The future-tense cues of [`COMMITMENTS`] (and "you should"): after
-/// them comes the verb that tells a commitment ("we'll send", "you should
-/// send") from a forecast ("we'll see", "you should be fine").
-const FUTURE_CUES: &[&str] = &[
-    "i will",
-    "i'll",
-    "i'm going to",
-    "i am going to",
-    "i'm gonna",
-    "i shall",
-    "we will",
-    "we'll",
-    "we're going to",
-    "we are going to",
-    "you should",
 ];
 
 /// Verbs that, right after a future cue, foretell a state instead of
@@ -395,7 +385,11 @@ pub(crate) fn is_forecast(n: &Norm) -> bool {
 }
 
 pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
-    let Some(pos) = n.find_any(COMMITMENTS) else {
+    let Some(pos) = [n.find_any(FUTURE_CUES), n.find_any(COMMITMENTS)]
+        .into_iter()
+        .flatten()
+        .min()
+    else {
         return false;
     };
     if is_forecast(n) {
