@@ -182,27 +182,23 @@ impl FoldState {
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         ranked.retain(|r| r.0 > rules::MIN_SALIENCE);
         ranked.truncate(limit);
-        let keep = |action: bool| -> BTreeSet<usize> {
-            ranked
+        // The ranked items of one kind, in their own order.
+        fn kept<T>(items: Vec<T>, ranked: &[(f32, u64, bool, usize)], action: bool) -> Vec<T> {
+            let keep: BTreeSet<usize> = ranked
                 .iter()
                 .filter(|r| r.2 == action)
                 .map(|r| r.3)
+                .collect();
+            items
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| keep.contains(i))
+                .map(|(_, x)| x)
                 .collect()
-        };
-        let (kd, ka) = (keep(false), keep(true));
+        }
         (
-            decisions
-                .into_iter()
-                .enumerate()
-                .filter(|(i, _)| kd.contains(i))
-                .map(|(_, d)| d)
-                .collect(),
-            actions
-                .into_iter()
-                .enumerate()
-                .filter(|(i, _)| ka.contains(i))
-                .map(|(_, a)| a)
-                .collect(),
+            kept(decisions, &ranked, false),
+            kept(actions, &ranked, true),
             total - ranked.len(),
         )
     }
