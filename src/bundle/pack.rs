@@ -239,8 +239,9 @@ impl Chooser {
         // cannot be taken now, and when only its share kept it out it is
         // offered again (where it is measured if it may fit then).
         let mut weigh = |line: &mut Line| -> Option<u64> {
-            if line.at_least() > room {
-                capped |= line.at_least() <= left;
+            let low = line.at_least();
+            if low > room {
+                capped |= low <= left;
                 return None;
             }
             let n = u64::from(line.tokens(enc));

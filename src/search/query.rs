@@ -59,9 +59,25 @@ impl SearchIndex {
         Ok(out)
     }
 
+    /// The query's words on the record's own text: what snippets are cut
+    /// around.
+    fn text_query(&self, terms: &[String]) -> BooleanQuery {
+        let words: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .map(|t| {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(
+                    Term::from_field_text(self.f.text, t),
+                    IndexRecordOption::WithFreqs,
+                ));
+                (Occur::Should, q)
+            })
+            .collect();
+        BooleanQuery::new(words)
+    }
+
     /// The scoring part of a query: what a record must match at least one
-    /// word of, and the text query snippets are cut around.
-    fn scoring(&self, q: &SearchQuery, terms: &[String]) -> (BooleanQuery, BooleanQuery) {
+    /// word of.
+    fn scoring(&self, q: &SearchQuery, terms: &[String]) -> BooleanQuery {
         let f = self.f;
         let term = |field: Field, t: &str| -> Box<dyn Query> {
             Box::new(TermQuery::new(
@@ -69,11 +85,6 @@ impl SearchIndex {
                 IndexRecordOption::WithFreqs,
             ))
         };
-        let text_words: Vec<(Occur, Box<dyn Query>)> = terms
-            .iter()
-            .map(|t| (Occur::Should, term(f.text, t)))
-            .collect();
-        let text_query = BooleanQuery::new(text_words);
         let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for t in terms {
             any.push((Occur::Should, term(f.text, t)));
@@ -108,7 +119,7 @@ impl SearchIndex {
                 Box::new(ConstScoreQuery::new(Box::new(range), WHEN_BOOST)),
             ));
         }
-        (BooleanQuery::new(any), text_query)
+        BooleanQuery::new(any)
     }
 
     /// The whole query: scoring, at least `least` of the query's words
@@ -233,17 +244,16 @@ impl SearchIndex {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let (scoring, text_query) = self.scoring(q, &terms);
         let searcher = self.reader.searcher();
         // Room for hits the store check drops.
         let fetch = q.limit * 2 + 10;
         let top = match self.pruned(&searcher, q, &terms, fetch)? {
             Some(top) => top,
-            None => self.tiered(&searcher, q, &scoring, &terms, fetch)?,
+            None => self.tiered(&searcher, q, &self.scoring(q, &terms), &terms, fetch)?,
         };
         let snippets = if q.snippets {
-            let mut g =
-                SnippetGenerator::create(&searcher, &text_query, f.text).map_err(index_error)?;
+            let mut g = SnippetGenerator::create(&searcher, &self.text_query(&terms), f.text)
+                .map_err(index_error)?;
             g.set_max_num_chars(SNIPPET_CHARS);
             Some(g)
         } else {
