@@ -16,9 +16,10 @@ use tantivy::snippet::SnippetGenerator;
 use tantivy::{DocAddress, Searcher, TantivyDocument, Term};
 
 use super::schema::{
-    role_from_tag, session_key, CONTEXT_BOOST, PHRASE_BOOST, SPEAKER_BOOST, WHEN_BOOST,
+    role_from_tag, session_key, CONTEXT_BOOST, NAMED_IN_TEXT, PHRASE_BOOST, SPEAKER_BOOST,
+    TIME_CUE_BOOST, WHEN_BOOST,
 };
-use super::scoped::Ranked;
+use super::scoped::{scope, Ranked};
 use super::{index_error, when, Hit, Kind, SearchIndex, SearchQuery};
 use crate::error::{Error, Result};
 
@@ -59,6 +60,27 @@ impl SearchIndex {
         Ok(out)
     }
 
+    /// For each of the query's words, whether it names a speaker of the
+    /// records searched (the subject's when one is given, else any's).
+    pub(super) fn speaker_words(
+        &self,
+        searcher: &Searcher,
+        q: &SearchQuery,
+        terms: &[String],
+    ) -> Result<Vec<bool>> {
+        let term = |t: &str| match &q.subject_id {
+            Some(s) => Term::from_field_text(
+                self.f.scoped_speaker,
+                &format!("{}{t}", scope(&q.namespace, s)),
+            ),
+            None => Term::from_field_text(self.f.speaker, t),
+        };
+        terms
+            .iter()
+            .map(|t| Ok(searcher.doc_freq(&term(t)).map_err(index_error)? > 0))
+            .collect()
+    }
+
     /// The query's words on the record's own text: what snippets are cut
     /// around.
     fn text_query(&self, terms: &[String]) -> BooleanQuery {
@@ -77,7 +99,13 @@ impl SearchIndex {
 
     /// The scoring part of a query: what a record must match at least one
     /// word of.
-    fn scoring(&self, q: &SearchQuery, terms: &[String]) -> BooleanQuery {
+    fn scoring(
+        &self,
+        q: &SearchQuery,
+        terms: &[String],
+        named: &[bool],
+        cues: &[String],
+    ) -> BooleanQuery {
         let f = self.f;
         let term = |field: Field, t: &str| -> Box<dyn Query> {
             Box::new(TermQuery::new(
@@ -86,15 +114,25 @@ impl SearchIndex {
             ))
         };
         let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for t in terms {
-            any.push((Occur::Should, term(f.text, t)));
+        for (t, &named) in terms.iter().zip(named) {
+            let own = if named { NAMED_IN_TEXT } else { 1.0 };
             any.push((
                 Occur::Should,
-                Box::new(BoostQuery::new(term(f.context, t), CONTEXT_BOOST)),
+                Box::new(BoostQuery::new(term(f.text, t), own)),
+            ));
+            any.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(term(f.context, t), CONTEXT_BOOST * own)),
             ));
             any.push((
                 Occur::Should,
                 Box::new(BoostQuery::new(term(f.speaker, t), SPEAKER_BOOST)),
+            ));
+        }
+        for t in cues {
+            any.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(term(f.text, t), TIME_CUE_BOOST)),
             ));
         }
         for pair in terms.windows(2).filter(|_| q.phrases) {
@@ -247,9 +285,17 @@ impl SearchIndex {
         let searcher = self.reader.searcher();
         // Room for hits the store check drops.
         let fetch = q.limit * 2 + 10;
-        let top = match self.pruned(&searcher, q, &terms, fetch)? {
+        let named = self.speaker_words(&searcher, q, &terms)?;
+        let cues = self.terms(when::answer_cues(&q.query))?;
+        let top = match self.pruned(&searcher, q, &terms, &named, &cues, fetch)? {
             Some(top) => top,
-            None => self.tiered(&searcher, q, &self.scoring(q, &terms), &terms, fetch)?,
+            None => self.tiered(
+                &searcher,
+                q,
+                &self.scoring(q, &terms, &named, &cues),
+                &terms,
+                fetch,
+            )?,
         };
         let snippets = if q.snippets {
             let mut g = SnippetGenerator::create(&searcher, &self.text_query(&terms), f.text)

@@ -13,9 +13,17 @@ pub(super) const CONTEXT_BOOST: f32 = 0.35;
 /// Weight of a word that names a turn's speaker (questions name the
 /// person they are about; a speaker term is common, so its idf is low).
 pub(super) const SPEAKER_BOOST: f32 = 2.5;
+/// Weight, on a record's text and neighbours, of a query word that names a
+/// speaker of the records searched. "When did Kate start skiing?" is
+/// answered by what Kate said, found by her speaker field; the turns that
+/// hold her name are mostly others greeting or addressing her.
+pub(super) const NAMED_IN_TEXT: f32 = 0.1;
 /// Weight of two query words found next to each other (slop 2: a removed
 /// stop word or two may stand between them).
 pub(super) const PHRASE_BOOST: f32 = 0.3;
+/// Weight of a time word ("today", "a week ago") in a record when the
+/// query asks when something happened (`when::answer_cues`).
+pub(super) const TIME_CUE_BOOST: f32 = 0.5;
 /// Score added to a record from the period a query names.
 pub(super) const WHEN_BOOST: f32 = 1.5;
 

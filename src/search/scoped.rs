@@ -24,7 +24,7 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{PreTokenizedString, Token};
 use tantivy::{DocAddress, DocSet, Searcher, TantivyDocument, Term, TERMINATED};
 
-use super::schema::{CONTEXT_BOOST, SPEAKER_BOOST, WHEN_BOOST};
+use super::schema::{CONTEXT_BOOST, NAMED_IN_TEXT, SPEAKER_BOOST, TIME_CUE_BOOST, WHEN_BOOST};
 use super::{index_error, when, SearchIndex, SearchQuery};
 use crate::error::Result;
 
@@ -37,7 +37,7 @@ pub(super) type Ranked = (u8, f32, DocAddress);
 
 /// What every word of a subject's records is prefixed with. Ids never hold
 /// a NUL (they are validated), so no two scopes share a prefix.
-fn scope(ns: &str, subject: &str) -> String {
+pub(super) fn scope(ns: &str, subject: &str) -> String {
     format!("{ns}\u{0}{subject}\u{0}")
 }
 
@@ -94,6 +94,8 @@ impl SearchIndex {
         searcher: &Searcher,
         q: &SearchQuery,
         terms: &[String],
+        named: &[bool],
+        cues: &[String],
         fetch: usize,
     ) -> Result<Option<Vec<Ranked>>> {
         let Some(subject) = q.subject_id.as_deref() else {
@@ -117,13 +119,19 @@ impl SearchIndex {
         };
         let clauses: Vec<(Occur, Box<dyn Query>)> = terms
             .iter()
-            .flat_map(|t| {
+            .zip(named)
+            .flat_map(|(t, &named)| {
+                let own = if named { NAMED_IN_TEXT } else { 1.0 };
                 [
-                    weighted(f.scoped_text, t, 1.0),
-                    weighted(f.scoped_context, t, CONTEXT_BOOST),
+                    weighted(f.scoped_text, t, own),
+                    weighted(f.scoped_context, t, CONTEXT_BOOST * own),
                     weighted(f.scoped_speaker, t, SPEAKER_BOOST),
                 ]
             })
+            .chain(
+                cues.iter()
+                    .map(|t| weighted(f.scoped_text, t, TIME_CUE_BOOST)),
+            )
             .collect();
         let words = BooleanQuery::new(clauses);
         let top_k = TopDocs::with_limit(fetch * CANDIDATES_PER_HIT);
@@ -151,16 +159,20 @@ impl SearchIndex {
             found.sort_by(|a, b| b.0.total_cmp(&a.0));
             found.truncate(fetch * CANDIDATES_PER_HIT);
         }
-        let own: Vec<Term> = terms
+        let fields = [f.scoped_text, f.scoped_speaker, f.scoped_context];
+        let word_terms: Vec<Term> = terms
             .iter()
-            .flat_map(|t| [term(f.scoped_text, t), term(f.scoped_speaker, t)])
+            .flat_map(|t| fields.map(|field| term(field, t)))
             .collect();
-        let matched = words_matched(searcher, &found, &own)?;
-        // A one-word query has no first tier (as in the filtered search).
+        let matched = words_matched(searcher, &found, &word_terms)?;
+        // A record that holds none of the query's words (only time words)
+        // is no match, as in the filtered search. A one-word query has no
+        // first tier.
         let mut top: Vec<Ranked> = found
             .into_iter()
             .zip(matched)
-            .map(|((score, addr), n)| (u8::from(terms.len() < 2 || n < 2), score, addr))
+            .filter(|(_, (_, any))| *any)
+            .map(|((score, addr), (own, _))| (u8::from(terms.len() < 2 || own < 2), score, addr))
             .collect();
         top.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
         top.truncate(fetch);
@@ -169,16 +181,19 @@ impl SearchIndex {
 }
 
 /// For each candidate, how many of the query's words it holds in its own
-/// text or speaker. `own` holds each word's two terms (text, speaker) in
+/// text or speaker, and whether it holds any (a neighbour's counts).
+/// `word_terms` holds each word's three terms (text, speaker, context) in
 /// turn; the candidates' postings are read by seeking, in doc order.
 fn words_matched(
     searcher: &Searcher,
     found: &[(f32, DocAddress)],
-    own: &[Term],
-) -> Result<Vec<u32>> {
+    word_terms: &[Term],
+) -> Result<Vec<(u32, bool)>> {
     let mut order: Vec<usize> = (0..found.len()).collect();
     order.sort_by_key(|&i| found[i].1);
-    let mut masks = vec![0u64; found.len()];
+    // Bit per query word (at most 64, `MAX_TERMS`): own, and any field.
+    let mut own = vec![0u64; found.len()];
+    let mut any = vec![false; found.len()];
     let mut start = 0;
     while start < order.len() {
         let segment = found[order[start]].1.segment_ord;
@@ -187,7 +202,7 @@ fn words_matched(
             .position(|&i| found[i].1.segment_ord != segment)
             .map_or(order.len(), |n| start + n);
         let reader = searcher.segment_reader(segment);
-        for (k, term) in own.iter().enumerate() {
+        for (k, term) in word_terms.iter().enumerate() {
             let index = reader.inverted_index(term.field()).map_err(index_error)?;
             let Some(mut postings) = index
                 .read_postings(term, IndexRecordOption::Basic)
@@ -204,14 +219,16 @@ fn words_matched(
                     break;
                 }
                 if postings.doc() == doc {
-                    // At most 64 query words (`MAX_TERMS`): one bit each.
-                    masks[i] |= 1u64 << ((k / 2) % 64);
+                    any[i] = true;
+                    if k % 3 < 2 {
+                        own[i] |= 1u64 << ((k / 3) % 64);
+                    }
                 }
             }
         }
         start = end;
     }
-    Ok(masks.into_iter().map(u64::count_ones).collect())
+    Ok(own.into_iter().map(u64::count_ones).zip(any).collect())
 }
 
 #[cfg(test)]
@@ -239,14 +256,27 @@ mod tests {
         }
     }
 
-    /// Indexes `texts` as one session of `subject` in `ns`.
+    /// Indexes `texts` as one session of `subject` in `ns`, said by the
+    /// subject.
     fn index(idx: &SearchIndex, ns: &str, subject: &str, session: &str, texts: &[&str]) {
+        let said: Vec<(&str, &str)> = texts.iter().map(|t| (subject, *t)).collect();
+        index_said(idx, ns, subject, session, &said);
+    }
+
+    /// Indexes `(speaker, text)` turns as one session of `subject` in `ns`.
+    fn index_said(
+        idx: &SearchIndex,
+        ns: &str,
+        subject: &str,
+        session: &str,
+        said: &[(&str, &str)],
+    ) {
         let mut s = Session::new(ns, session, SessionSettings::default(), T0);
         s.subject_id = subject.to_owned();
-        let turns: Vec<Turn> = texts
+        let turns: Vec<Turn> = said
             .iter()
             .enumerate()
-            .map(|(i, t)| turn(i as u64 + 1, subject, t))
+            .map(|(i, (speaker, t))| turn(i as u64 + 1, speaker, t))
             .collect();
         let mut w = idx.writer();
         for (i, t) in turns.iter().enumerate() {
@@ -302,12 +332,17 @@ mod tests {
             "running shoes",
             "sister cats",
             "what did the vet say about the puppy in December 2023",
+            "when did Biscuit chew the shoes",
+            "when did ann go running",
         ] {
             let pruned = query("ns", "ann", text, false);
             let searcher = idx.reader.searcher();
             let terms = idx.terms(text).expect("terms");
+            let named = idx
+                .speaker_words(&searcher, &pruned, &terms)
+                .expect("names");
             assert!(
-                idx.pruned(&searcher, &pruned, &terms, 10)
+                idx.pruned(&searcher, &pruned, &terms, &named, &[], 10)
                     .expect("ran")
                     .is_some(),
                 "{text}: takes the pruned path"
@@ -317,7 +352,7 @@ mod tests {
             let mut filtered = pruned.clone();
             filtered.session_id = Some("s1".into());
             assert!(idx
-                .pruned(&searcher, &filtered, &terms, 10)
+                .pruned(&searcher, &filtered, &terms, &named, &[], 10)
                 .expect("ran")
                 .is_none());
             let (a, b) = (hits(&idx, &pruned), hits(&idx, &filtered));
@@ -339,5 +374,34 @@ mod tests {
         let found = hits(&idx, &query("ns", "ann", "beagle called", false));
         assert!(found.iter().all(|(s, _)| s == "a1") && found.len() >= 2);
         assert!(hits(&idx, &query("ns", "carol", "beagle", false)).is_empty());
+    }
+
+    #[test]
+    fn a_named_speaker_is_found_by_what_they_said() {
+        let (idx, _) = SearchIndex::open(None).expect("index");
+        let said = [
+            ("tom", "Hi Kate! How are you doing today Kate?"),
+            (
+                "kate",
+                "Good! I started skiing ten years ago, still love it.",
+            ),
+            ("tom", "Kate, when did you start skiing, Kate?"),
+            ("kate", "Tom, you should come skiing with me."),
+            ("kate", "Sure."),
+            ("kate", "Sounds good."),
+            ("kate", "Yes, see you then."),
+            ("kate", "Bye now."),
+        ];
+        index_said(&idx, "ns", "pair", "s1", &said);
+        let q = query("ns", "pair", "Did Kate start skiing?", false);
+        let found = hits(&idx, &q);
+        assert_eq!(found.first(), Some(&("s1".to_owned(), 2)), "{found:?}");
+        // With phrases, the question that mirrors the query's words may
+        // rank first; the answer is next.
+        let q = query("ns", "pair", "Did Kate start skiing?", true);
+        assert!(hits(&idx, &q)[..2].contains(&("s1".to_owned(), 2)));
+        // A name still finds the turns that hold it, below what was said.
+        let q = query("ns", "pair", "kate", false);
+        assert_eq!(hits(&idx, &q).len(), 5);
     }
 }

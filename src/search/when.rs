@@ -165,6 +165,35 @@ pub fn period(query: &str, reference: Option<UnixNanos>) -> Option<(u64, u64)> {
     None
 }
 
+/// Words that say when something happened, the kind of answer a question
+/// asking "when" wants: "I had an exam today", "we made it a week ago".
+const TIME_WORDS: &str =
+    "today yesterday tonight tomorrow ago recently last week weekend month year morning night";
+
+/// The time words a question asking when something happened is answered
+/// by (empty for any other question). They rank a record a little higher,
+/// never decide a match (`query.rs`).
+pub fn answer_cues(query: &str) -> &'static str {
+    let q = query.trim_start().to_lowercase();
+    let asks = q.starts_with("when ")
+        || q.starts_with("since when ")
+        || [
+            "how long ago",
+            "what date",
+            "what day",
+            "what month",
+            "what year",
+            "what time",
+        ]
+        .iter()
+        .any(|p| q.starts_with(p) || q.contains(&format!(" {p}")));
+    if asks {
+        TIME_WORDS
+    } else {
+        ""
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +273,19 @@ mod tests {
         assert_eq!(period("mar the surface", r), None);
         assert_eq!(period("job 123456 failed", r), None);
         assert_eq!(period("what is her dog called", r), None);
+    }
+
+    #[test]
+    fn questions_asking_when_want_time_words() {
+        for q in [
+            "When did Kate start skiing?",
+            "On what date did the build fail?",
+            "how long ago was the trip",
+        ] {
+            assert!(answer_cues(q).contains("yesterday"), "{q}");
+        }
+        for q in ["What did Kate cook?", "Where was the party?", "whenever"] {
+            assert_eq!(answer_cues(q), "", "{q}");
+        }
     }
 }
