@@ -28,8 +28,14 @@
 //! installed, or `MNEMO_TEST_POSTGRES_URL`), `quality` also ranks the same
 //! questions with PostgreSQL's full-text search (`retrieval/pg_fts.rs`).
 //!
-//! Run: `cargo bench --bench retrieval -- [quality|latency|all]` (default
-//! `all`). Prints Markdown tables. This measures, it does not test.
+//! `MNEMO_BENCH_DUMP_SEARCH=path` appends `Search`'s top 50 turns for each
+//! question with evidence to `path` (JSON lines), for ranking experiments
+//! outside the daemon; `MNEMO_BENCH_SHOW_MISSES` prints the questions whose
+//! evidence is not in the top 5.
+//!
+//! Run: `cargo bench --bench retrieval -- [quality|search|latency|all]`
+//! (default `all`; `search` skips the bundles). Prints Markdown tables.
+//! This measures, it does not test.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -560,6 +566,36 @@ async fn quality(path: &str) {
             );
         }
         search_ranks.0.push(rank);
+        if let Some(path) = std::env::var_os("MNEMO_BENCH_DUMP_SEARCH") {
+            // Mnemo's top 50 per question, for ranking experiments outside
+            // the daemon (one JSON line per question).
+            let r = c
+                .search(pb::SearchRequest {
+                    namespace: NS.into(),
+                    subject_id: q.subject_id.clone(),
+                    query: q.question.clone(),
+                    kinds: vec![pb::SearchKind::Turn as i32],
+                    limit: 50,
+                    ..Default::default()
+                })
+                .await
+                .expect("search")
+                .into_inner();
+            let top: Vec<(&str, u64)> = r
+                .hits
+                .iter()
+                .map(|h| (h.session_id.as_str(), h.seq))
+                .collect();
+            let line =
+                serde_json::json!({"question": q.question, "subject_id": q.subject_id, "top": top});
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("open the dump");
+            writeln!(f, "{line}").expect("write the dump");
+        }
         asked.push(pg_fts::Asked {
             subject: q.subject_id.clone(),
             question: q.question.clone(),
