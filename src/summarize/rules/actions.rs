@@ -395,6 +395,26 @@ pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
     if is_forecast(n) {
         return false;
     }
+    // "I just hope we will join soon.": a wish, not a commitment.
+    if n.words[pos.saturating_sub(3)..pos]
+        .iter()
+        .any(|w| matches!(w.as_str(), "hope" | "hopefully" | "wish"))
+    {
+        return false;
+    }
+    // "So you can nest things when you need to", "But, let's contact
+    // anytime if you need something": the cue sits in a condition.
+    if n.words[pos.saturating_sub(2)..pos].iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "if" | "when" | "whenever" | "unless" | "whether"
+        )
+    }) {
+        return false;
+    }
+    if is_progress_report(n, pos) {
+        return false;
+    }
     // "let me know" asks the other party for information.
     if n.has("let me know") && n.find("let me know") == Some(pos) {
         return false;
@@ -415,6 +435,28 @@ pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
         return false;
     }
     true
+}
+
+/// Whether the cue at `pos` reports what someone is waiting for ("I'm
+/// waiting for the input from [ORGANIZATION1].", "he is still waiting for
+/// some feedback") and no other cue follows: a status, nobody's next step.
+/// A bare "Waiting for the vendor to confirm." stays an action.
+fn is_progress_report(n: &Norm, pos: usize) -> bool {
+    let at = |i: usize| n.words.get(i).map_or("", String::as_str);
+    if at(pos) != "waiting" {
+        return false;
+    }
+    let mut before = pos;
+    while before > 0 && matches!(at(before - 1), "still" | "just" | "now" | "also" | "only") {
+        before -= 1;
+    }
+    let reported = before > 0
+        && matches!(
+            at(before - 1),
+            "i'm" | "am" | "is" | "are" | "we're" | "he's" | "she's" | "they're" | "was" | "were"
+        );
+    let rest = Norm::new(&n.words[pos + 2..].join(" "));
+    reported && rest.find_any(FUTURE_CUES).is_none() && rest.find_any(COMMITMENTS).is_none()
 }
 
 /// Whether a sentence commits someone to do something.
@@ -503,22 +545,34 @@ pub(crate) fn participant_subject(n: &Norm, participants: &[String]) -> Option<O
     let named = |k: usize| {
         !w(k).is_empty() && !is_stopword(w(k)) && matches_participant(w(k), participants)
     };
-    if !named(i) {
-        return None;
-    }
-    // "Ana and Lee should…": the first one named owns it.
-    let mut verb = i + 1;
-    if w(verb) == "and" && named(verb + 1) {
-        verb += 2;
-    }
-    let modal = match w(verb) {
-        "will" | "to" | "needs" | "should" | "must" => true,
-        // "Ana is going to…", "Ana is to…" ("Ana is on leave" and "Ana is
-        // coming back" commit nobody).
-        "is" => matches!(w(verb + 1), "going" | "to"),
-        _ => false,
+    let subject_at = |i: usize| {
+        if !named(i) {
+            return false;
+        }
+        // "Ana and Lee should…": the first one named owns it.
+        let mut verb = i + 1;
+        if w(verb) == "and" && named(verb + 1) {
+            verb += 2;
+        }
+        // "So, uh, [PERSON10] himself will finish…", "Ana then will…".
+        while matches!(
+            w(verb),
+            "himself" | "herself" | "themselves" | "also" | "then" | "first" | "now" | "still"
+        ) {
+            verb += 1;
+        }
+        match w(verb) {
+            "will" | "to" | "needs" | "should" | "must" => true,
+            // "Ana is going to…", "Ana is to…" ("Ana is on leave" and "Ana
+            // is coming back" commit nobody).
+            "is" => matches!(w(verb + 1), "going" | "to"),
+            _ => false,
+        }
     };
-    modal.then(|| OwnerCue::Named(resolve_name(w(i), participants)))
+    if subject_at(i) {
+        return Some(OwnerCue::Named(resolve_name(w(i), participants)));
+    }
+    None
 }
 
 pub(crate) fn owner_of_commitment(sentence: &str, n: &Norm, participants: &[String]) -> OwnerCue {

@@ -40,6 +40,15 @@ const PROPOSALS: &[&str] = &[
     "are we agreed",
     "i'd go with",
     "i would go with",
+    // "So the best thing would be if [PERSON12], [PERSON14] … had a
+    // separate technical call", "it would be really great if we can also
+    // prepare a demo".
+    "the best thing would be",
+    "the best would be",
+    "it would be good",
+    "it would be great",
+    "it would be really great",
+    "it would be better",
 ];
 
 /// Short questions that ask the others to agree with what was just said

@@ -77,6 +77,17 @@ const NECESSITIES: &[&str] = &[
     "have to",
 ];
 
+/// Whether the speaker states their own necessity: "I need to…", "I
+/// still have to…", "then I only need to finish…" ("I" at most two words
+/// before "need to" / "have to"). Necessities of "we", "you" or "they"
+/// are not taken on by anyone in particular.
+fn speaker_necessity(n: &Norm) -> bool {
+    ["need to", "have to"].iter().any(|cue| {
+        n.find(cue)
+            .is_some_and(|p| n.words[p.saturating_sub(3)..p].iter().any(|w| w == "i"))
+    })
+}
+
 /// Phrases that narrate a question rather than settle anything.
 const NARRATED_QUESTIONS: &[&str] = &[
     "the question is",
@@ -97,8 +108,10 @@ pub fn text_salience(text: &str, owner: &str) -> f32 {
     if n.has_any(STRONG_DECISIONS) {
         score += 2.0;
     }
-    // "I'll send…", "I will continue…": the speaker takes it on.
-    if n.has_any(&["i will", "i'll", "i'm going to", "i am going to"]) {
+    // "I'll send…", "I will continue…", "I only need to finish the
+    // executive summary": the speaker takes it on.
+    let own_necessity = speaker_necessity(&n);
+    if n.has_any(&["i will", "i'll", "i'm going to", "i am going to"]) || own_necessity {
         score += 1.0;
     }
     // "[PERSON6] will download…", "Marco, please…": someone named does it.
@@ -113,7 +126,7 @@ pub fn text_salience(text: &str, owner: &str) -> f32 {
     }
     let hedges = HEDGES.iter().filter(|h| n.has(h)).count();
     score -= 0.5 * hedges.min(2) as f32;
-    if n.has_any(NECESSITIES) && !named {
+    if n.has_any(NECESSITIES) && !named && !own_necessity {
         score -= 0.5;
     }
     if n.has_any(NARRATED_QUESTIONS) {
@@ -175,6 +188,20 @@ mod tests {
             assert!(high > hedged, "{high} > {hedged}");
             assert!(high > narrated, "{high} > {narrated}");
         }
+    }
+
+    #[test]
+    fn the_speakers_own_necessity_ranks_as_a_commitment() {
+        // ELITR test meeting 002.
+        let mine = text_salience(
+            "Then, then I only need to finish the executive summary.",
+            "PERSON12",
+        );
+        let ours = text_salience(
+            "Then we only need to finish the executive summary.",
+            "PERSON12",
+        );
+        assert!(mine > ours, "{mine} > {ours}");
     }
 
     #[test]

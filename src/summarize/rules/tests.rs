@@ -478,3 +478,55 @@ fn figures_of_speech_with_lets_decide_nothing() {
     ));
     assert!(is_decision("So let's simply forget plan A."));
 }
+
+#[test]
+fn wishes_conditions_and_waiting_reports_commit_nobody() {
+    let p = names(&["PERSON3", "PERSON8", "PERSON12"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meetings 002, 005, 007; QMSum Academic.
+    for s in [
+        "I just hope we will join soon.",
+        "Hopefully we will get the reviews in time.",
+        "But, let's contact anytime if you need something.",
+        "So you can like nest things when you need to, but they can also overlap.",
+        "I'm waiting for the input from <unintelligible/> from [ORGANIZATION1].",
+        "And also, he is still waiting for some feedback from other people.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody");
+    }
+    for s in [
+        "Waiting for the vendor to confirm the new date.",
+        "I'm waiting for the logs, and then I will rerun the job.",
+        "I will write to him as soon as possible if he does not answer.",
+    ] {
+        assert!(o(s).is_some(), "{s:?} commits");
+    }
+}
+
+#[test]
+fn a_named_subject_may_stand_before_an_adverb() {
+    let p = names(&["PERSON10", "ana"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meeting 002.
+    assert_eq!(
+        o("So, uh, [PERSON10] himself will finish the language model checking of ASR outputs."),
+        Some(OwnerCue::Named("PERSON10".into()))
+    );
+    assert_eq!(
+        o("Ana then will draw the casing."),
+        Some(OwnerCue::Named("ana".into()))
+    );
+}
+
+#[test]
+fn the_best_thing_would_be_proposes() {
+    // ELITR test meeting 006.
+    assert!(is_proposal(
+        "So the best thing would be if if [PERSON12], [PERSON14], [PERSON10]and perhaps \
+         [PERSON15] as well had a separate technical call on the design of this."
+    ));
+    assert!(is_proposal(
+        "It would be really great if we can also quickly prepare a demo of just one document."
+    ));
+    assert!(!is_proposal("The best thing about it was the price."));
+}
