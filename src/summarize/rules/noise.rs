@@ -190,6 +190,12 @@ const META_TALK: &[&str] = &[
     "what we've decided",
     "what we agreed",
     "what we discussed",
+    // Offers of help at the end of a call ("But, let's contact anytime if
+    // you need something.").
+    "if you need something",
+    "if you need anything",
+    "if you need any help",
+    "feel free to",
 ];
 
 /// `text` without transcription markers: `<laugh/>`, `<unintelligible/>`,

@@ -153,7 +153,16 @@ const OBJECTIONS: &[&str] = &[
 pub fn is_proposal(sentence: &str) -> bool {
     let cleaned = strip_markers(sentence);
     let n = Norm::new(&cleaned);
-    n.has_any(PROPOSALS) && !is_forecast(&n) && !is_noise(sentence)
+    let Some(at) = n.find_any(PROPOSALS) else {
+        return false;
+    };
+    // "If we want to make 100 hours, let's count, 200": a proposal under
+    // a condition, or a figure of speech ("let's say…"), puts nothing to
+    // the others.
+    let conditional = n.words[..at]
+        .iter()
+        .any(|w| matches!(w.as_str(), "if" | "unless" | "whether" | "when"));
+    !conditional && !n.has_any(HYPOTHETICALS) && !is_forecast(&n) && !is_noise(sentence)
 }
 
 /// Whether a sentence carries on the proposal before it ("That would be

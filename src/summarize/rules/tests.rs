@@ -530,3 +530,32 @@ fn the_best_thing_would_be_proposes() {
     ));
     assert!(!is_proposal("The best thing about it was the price."));
 }
+
+#[test]
+fn hypotheticals_negated_agreement_and_a_cut_off_lets_decide_nothing() {
+    // ELITR test meeting 003 and 002.
+    for s in [
+        "</parallel_talk> And let's say that for some reason, at the type level, we have \
+         already dif- uh like decided, that [PERSON3] is a person.",
+        "maybe maybe I can ask my student, because we haven't agreed on the bachelors thesis.",
+        "Yeah, yeah, okay, yeah, yeah, so let's- Uh, uh while you're here, let's discuss, uh \
+         the markup.",
+        "We never decided to drop the second track.",
+    ] {
+        assert!(!is_decision(s), "{s:?} decides nothing");
+    }
+    assert!(is_decision("Let's drop the second track."));
+    assert!(is_decision("So let's, uh, keep the paper as it is."));
+    assert!(is_decision("We decided not to add any further things."));
+    // A proposal under a condition puts nothing to the others.
+    assert!(!is_proposal(
+        "If we want to make 100 hours, let's count, 200, I don't know."
+    ));
+    assert!(is_proposal(
+        "So let's count the hours we have, 200 of them."
+    ));
+    // An offer of help closing the call is no item.
+    assert!(is_noise(
+        "But, let's contact anytime if you need something."
+    ));
+}
