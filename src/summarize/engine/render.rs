@@ -182,6 +182,16 @@ impl FoldState {
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         ranked.retain(|r| r.0 > rules::MIN_SALIENCE);
         ranked.truncate(limit);
+        // The minimum bound is for short sessions, whose items all count;
+        // past the share of the words spoken, only items that stand out
+        // use it, so a twenty-minute meeting is not summarized at the
+        // density of an hour-long one's best items.
+        let by_words = rules::items_shown_by_words(self.conv_words);
+        let standing_out = ranked
+            .iter()
+            .filter(|r| r.0 > rules::FLOOR_SALIENCE)
+            .count();
+        ranked.truncate(by_words.max(standing_out));
         // The ranked items of one kind, in their own order.
         fn kept<T>(items: Vec<T>, ranked: &[(f32, u64, bool, usize)], action: bool) -> Vec<T> {
             let keep: BTreeSet<usize> = ranked

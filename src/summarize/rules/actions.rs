@@ -286,6 +286,11 @@ const COMMITMENTS: &[&str] = &[
     "you need to",
     "need to",
     "needs to",
+    // Only a speaker's own "have to": "Legal would have to confirm…" and
+    // "the XML has to be clear" commit nobody in the room.
+    "i have to",
+    "we have to",
+    "you have to",
     "will follow up",
     "follow up",
     "get back to",
@@ -497,6 +502,9 @@ pub fn action_cue(sentence: &str, participants: &[String]) -> Option<ActionCue> 
             return Some(ActionCue { owner });
         }
     }
+    if let Some(owner) = named_subject(sentence, &n, participants) {
+        return Some(ActionCue { owner });
+    }
     if !is_commitment_norm(&n) {
         return None;
     }
@@ -571,6 +579,63 @@ pub(crate) fn participant_subject(n: &Norm, participants: &[String]) -> Option<O
     };
     if subject_at(i) {
         return Some(OwnerCue::Named(resolve_name(w(i), participants)));
+    }
+    None
+}
+
+/// "And with [PERSON8] and [PERSON3], [PERSON10] will synchronize about
+/// the tools", "So I think Marco should send the figures": a person named
+/// anywhere in the sentence (a `[PERSONn]` placeholder, or a speaker's
+/// capitalized name after the first word) as the subject of "will" or "should" and a verb of work
+/// (not "be", "have", "see"…). The owner is that person when they speak in
+/// the session; otherwise the work is unassigned: someone talked about is
+/// neither a speaker nor addressed.
+fn named_subject(sentence: &str, n: &Norm, participants: &[String]) -> Option<OwnerCue> {
+    if has_negation(n) || is_decision_norm(n) {
+        return None;
+    }
+    let spans = word_spans(sentence);
+    let w = |i: usize| spans.get(i).map_or("", |(_, w)| w.as_str());
+    for (k, (start, word)) in spans.iter().enumerate() {
+        // The word as written (lower-casing may change its byte length).
+        let written = sentence[*start..]
+            .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+            .next()
+            .unwrap_or("");
+        let placeholder = sentence[..*start].ends_with('[') && word.starts_with("person");
+        // Capitalized words are too often bodies and bills ("HEFCW will
+        // face changes", "the Bill will provide…"): only speakers count.
+        let name = placeholder
+            || k > 0
+                && written.starts_with(char::is_uppercase)
+                && is_person_name(written)
+                && matches_participant(word, participants);
+        if !name {
+            continue;
+        }
+        let mut at = k + 1;
+        while matches!(
+            w(at),
+            "himself" | "herself" | "also" | "then" | "first" | "now"
+        ) {
+            at += 1;
+        }
+        if !matches!(w(at), "will" | "should") {
+            continue;
+        }
+        at += 1;
+        while FUTURE_ADVERBS.contains(&w(at)) {
+            at += 1;
+        }
+        let verb = w(at);
+        if verb.is_empty() || FORECAST_VERBS.contains(&verb) || is_stopword(verb) {
+            continue;
+        }
+        return Some(if matches_participant(word, participants) {
+            OwnerCue::Named(resolve_name(word, participants))
+        } else {
+            OwnerCue::Unassigned
+        });
     }
     None
 }

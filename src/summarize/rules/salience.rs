@@ -27,6 +27,19 @@ pub fn items_shown(words: u64) -> usize {
     MIN_ITEMS_SHOWN.max(usize::try_from(words / WORDS_PER_ITEM).unwrap_or(usize::MAX))
 }
 
+/// Decisions and actions one per [`WORDS_PER_ITEM`] words, without the
+/// minimum: what a ranked summary shows of its items at or below
+/// [`FLOOR_SALIENCE`].
+pub fn items_shown_by_words(words: u64) -> usize {
+    usize::try_from(words / WORDS_PER_ITEM).unwrap_or(usize::MAX)
+}
+
+/// Items above this salience may fill a ranked summary up to
+/// [`MIN_ITEMS_SHOWN`] even past one per [`WORDS_PER_ITEM`] words: an
+/// explicit decision, agreement, a named owner or the speaker's own "I
+/// will…" without hedges.
+pub const FLOOR_SALIENCE: f32 = 1.0;
+
 /// When a session has more decisions and actions than it can show, those
 /// at or below this salience are left out even if the bound has room:
 /// fewer than three words of substance and nothing else for them.
@@ -166,6 +179,24 @@ mod tests {
         assert_eq!(items_shown(2_000), MIN_ITEMS_SHOWN);
         assert_eq!(items_shown(9_000), 25);
         assert_eq!(items_shown(18_000), 50);
+    }
+
+    #[test]
+    fn past_one_item_per_360_words_only_standing_out_items_fill_the_minimum() {
+        // A 2,452-word meeting (ELITR test 001): 6 by its words, up to 12
+        // when the rest stand out.
+        assert_eq!(items_shown_by_words(2_452), 6);
+        assert_eq!(items_shown(2_452), MIN_ITEMS_SHOWN);
+        let plain = text_salience(
+            "We need to invite more people into the committee.",
+            "unassigned",
+        );
+        let own = text_salience(
+            "So I will send the draft invitation email to the program committee reviewers.",
+            "PERSON5",
+        );
+        assert!(plain <= FLOOR_SALIENCE, "{plain}");
+        assert!(own > FLOOR_SALIENCE, "{own}");
     }
 
     #[test]

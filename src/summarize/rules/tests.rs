@@ -559,3 +559,47 @@ fn hypotheticals_negated_agreement_and_a_cut_off_lets_decide_nothing() {
         "But, let's contact anytime if you need something."
     ));
 }
+
+#[test]
+fn a_person_named_mid_sentence_as_the_subject_of_will_does_the_work() {
+    let p = names(&["PERSON3", "marco"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meeting 002: [PERSON10] does not speak in it.
+    assert_eq!(
+        o(
+            "And with [PERSON8] and [PERSON3], [PERSON10] will synchronize about the tools \
+           that, ah, that [PERSON10] has developed."
+        ),
+        Some(OwnerCue::Unassigned)
+    );
+    assert_eq!(
+        o("So I think Marco should send the figures to everyone."),
+        Some(OwnerCue::Named("marco".into()))
+    );
+    // QMSum Committee: bodies and bills are no people; forecasts commit nobody.
+    for s in [
+        "Because, of course, whilst HEFCW will face changes, our relationship will shift.",
+        "For instance, the Bill will provide Welsh Ministers with powers to close schools.",
+        "I think [PERSON10] will be happy with it.",
+        "[PERSON10] will not join the call.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody");
+    }
+}
+
+#[test]
+fn only_a_speakers_own_have_to_commits() {
+    let p = names(&["PERSON4"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meeting 003.
+    assert_eq!(
+        o("And I think that uh, we have to present the full documents."),
+        Some(OwnerCue::Speaker)
+    );
+    for s in [
+        "Legal would have to confirm whether new sites need an amendment.",
+        "So the XML has to be absolutely clear about the stages.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody in the room");
+    }
+}
