@@ -179,6 +179,19 @@ impl FoldState {
             }
             ranked.push((s, a.evidence_seqs.first().copied().unwrap_or(0), true, i));
         }
+        // Fewer than three words of substance never stand alone in a
+        // ranked summary, whatever agreement or a name adds ("Climb, rob.",
+        // "I thought we could point that out." assented to).
+        for r in ranked.iter_mut() {
+            let text = if r.2 {
+                &actions[r.3].action
+            } else {
+                &decisions[r.3].decision
+            };
+            if rules::substance_count(text) < 3 {
+                r.0 = rules::MIN_SALIENCE;
+            }
+        }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         ranked.retain(|r| r.0 > rules::MIN_SALIENCE);
         ranked.truncate(limit);
