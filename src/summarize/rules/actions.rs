@@ -420,6 +420,25 @@ pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
     if is_progress_report(n, pos) {
         return false;
     }
+    // "So I have to see", "I need to think about it": a necessity to find
+    // out, not work; "I need to disconnect first": the call, not work;
+    // "I don't think we need to…" doubts the necessity.
+    if let Some(at) = n.find_any(&["have to", "need to", "needs to"]) {
+        let verb = n.words[at + 2..]
+            .iter()
+            .find(|w| !FUTURE_ADVERBS.contains(&w.as_str()));
+        if verb.is_some_and(|v| {
+            matches!(
+                v.as_str(),
+                "see" | "think" | "wait" | "admit" | "say" | "disconnect" | "reconnect" | "leave"
+            )
+        }) || n.words[at.saturating_sub(4)..at]
+            .windows(2)
+            .any(|w| w[0] == "don't" && w[1] == "think")
+        {
+            return false;
+        }
+    }
     // "let me know" asks the other party for information.
     if n.has("let me know") && n.find("let me know") == Some(pos) {
         return false;

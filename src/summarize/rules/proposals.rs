@@ -45,10 +45,12 @@ const PROPOSALS: &[&str] = &[
     // prepare a demo".
     "the best thing would be",
     "the best would be",
-    "it would be good",
-    "it would be great",
-    "it would be really great",
-    "it would be better",
+    // With "if" only: "it would be good for comparison purposes, but not
+    // for deployment" judges, it proposes nothing.
+    "it would be good if",
+    "it would be great if",
+    "it would be really great if",
+    "it would be nice if",
 ];
 
 /// Short questions that ask the others to agree with what was just said

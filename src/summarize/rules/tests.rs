@@ -529,6 +529,11 @@ fn the_best_thing_would_be_proposes() {
         "It would be really great if we can also quickly prepare a demo of just one document."
     ));
     assert!(!is_proposal("The best thing about it was the price."));
+    // ELITR test meeting 004: a judgement, not a proposal.
+    assert!(!is_proposal(
+        "It would not be good, uh, it would be good for comparison purposes, but it would \
+         not be good as a system for deployment."
+    ));
 }
 
 #[test]
@@ -602,4 +607,19 @@ fn only_a_speakers_own_have_to_commits() {
     ] {
         assert_eq!(o(s), None, "{s:?} commits nobody in the room");
     }
+}
+
+#[test]
+fn a_necessity_to_see_or_doubted_is_no_commitment() {
+    let p = names(&["PERSON3", "PERSON5"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meetings 001, 002 and 004.
+    for s in [
+        "Because I'm not very experienced with those technologies. So I have to see.",
+        "Ah, so, ah, I I don't think we need to fold proprietors spasm removal.",
+        "Okay, it seems that I like I need to disconnect first, and then reconnect so, okay.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody");
+    }
+    assert!(o("I have to ask my other co-editors, if that is possible.").is_some());
 }
