@@ -17,8 +17,13 @@
 //!   times);
 //! - unfaithful items: an item whose words (markers aside) do not appear,
 //!   in order, in one of its cited turns;
-//! - fold time.
+//! - fold time;
+//! - span recall, for sets whose gold items carry the turns that hold their
+//!   evidence (`gold_spans`, QMSum): gold items whose span holds a turn
+//!   cited by a decision or action (abstractive answers rarely share half
+//!   their words with any sentence spoken).
 //!
+//! Each set is one corpus: its meetings are listed, then its totals.
 //! Baseline in the same run: "every commitment sentence", each sentence of
 //! the transcript with "will", "should", "let's", "to do" or "need to",
 //! scored the same way. The minutes are not complete lists, so precision
@@ -42,6 +47,9 @@ struct Meeting {
     participants: Vec<String>,
     turns: Vec<RawTurn>,
     gold: Vec<String>,
+    /// Per gold item, the 0-based inclusive turn ranges of its evidence.
+    #[serde(default)]
+    gold_spans: Vec<Vec<(usize, usize)>>,
 }
 
 #[derive(Deserialize)]
@@ -155,6 +163,20 @@ struct Score {
     unfaithful: usize,
     words: usize,
     millis: f64,
+    spanned_gold: usize,
+    span_found: usize,
+}
+
+/// Gold items of `m` whose evidence span holds one of `cited` (1-based seqs).
+fn span_hits(m: &Meeting, cited: &BTreeSet<u64>) -> usize {
+    m.gold_spans
+        .iter()
+        .filter(|spans| {
+            spans
+                .iter()
+                .any(|&(a, b)| cited.range(a as u64 + 1..=b as u64 + 1).next().is_some())
+        })
+        .count()
 }
 
 fn main() {
@@ -165,10 +187,18 @@ fn main() {
         )
         .to_owned()
     });
+    for path in paths.split(',') {
+        let (ours, base) = score_set(path);
+        print_totals(path, &ours, &base);
+    }
+}
+
+fn score_set(path: &str) -> (Score, Score) {
     let (mut ours, mut base) = (Score::default(), Score::default());
+    println!("\n{path}\n");
     println!("| meeting | turns | gold | mnemo recall | mnemo items | junk | non-participant owners | unfaithful | baseline recall | baseline items | fold ms |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for path in paths.split(',') {
+    {
         let set: Set = serde_json::from_str(&std::fs::read_to_string(path).expect("meeting set"))
             .expect("set json");
         for m in &set.meetings {
@@ -224,23 +254,36 @@ fn main() {
                         })
                 })
                 .count();
-            let baseline: Vec<String> = m
+            let baseline_cited: Vec<(u64, String)> = m
                 .turns
                 .iter()
-                .flat_map(|t| {
+                .enumerate()
+                .flat_map(|(i, t)| {
                     t.content
                         .split(['.', '?', '!'])
                         .map(str::trim)
-                        .map(str::to_owned)
+                        .map(|s| (i as u64 + 1, s.to_owned()))
                         .collect::<Vec<_>>()
                 })
-                .filter(|s| {
+                .filter(|(_, s)| {
                     let l = format!(" {} ", s.to_lowercase());
                     [" will ", " should ", " let's ", " to do ", " need to "]
                         .iter()
                         .any(|c| l.contains(c))
                 })
                 .collect();
+            let baseline: Vec<String> = baseline_cited.iter().map(|(_, s)| s.clone()).collect();
+            let our_cited: BTreeSet<u64> = s
+                .decisions
+                .iter()
+                .flat_map(|d| d.evidence_seqs.iter().copied())
+                .chain(
+                    s.pending_actions
+                        .iter()
+                        .flat_map(|a| a.evidence_seqs.iter().copied()),
+                )
+                .collect();
+            let base_cited: BTreeSet<u64> = baseline_cited.iter().map(|(q, _)| *q).collect();
             if std::env::var_os("MNEMO_BENCH_SHOW_ITEMS").is_some() {
                 println!("  truncated: {:?}", s.truncated);
                 for d in &s.decisions {
@@ -291,8 +334,16 @@ fn main() {
                 baseline.len(),
                 millis
             );
-            for (acc, f, n, j, b, u) in [
-                (&mut ours, found, items.len(), junk, bad_owners, unfaithful),
+            for (acc, f, n, j, b, u, sf) in [
+                (
+                    &mut ours,
+                    found,
+                    items.len(),
+                    junk,
+                    bad_owners,
+                    unfaithful,
+                    span_hits(m, &our_cited),
+                ),
                 (
                     &mut base,
                     base_found,
@@ -300,8 +351,11 @@ fn main() {
                     baseline.iter().filter(|i| is_junk(i)).count(),
                     0,
                     0,
+                    span_hits(m, &base_cited),
                 ),
             ] {
+                acc.spanned_gold += m.gold_spans.len();
+                acc.span_found += sf;
                 acc.gold += m.gold.len();
                 acc.found += f;
                 acc.items += n;
@@ -313,20 +367,37 @@ fn main() {
             }
         }
     }
+    (ours, base)
+}
+
+fn print_totals(path: &str, ours: &Score, base: &Score) {
     let per_k = |s: &Score| s.items as f64 * 1000.0 / s.words.max(1) as f64;
-    println!();
     let per_hour = |s: &Score| s.items as f64 * WORDS_PER_HOUR / s.words.max(1) as f64;
-    println!("| all meetings | recall | items | items per 1,000 words | items per hour | junk rate | non-participant owners | unfaithful |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let span = |s: &Score| {
+        if s.spanned_gold == 0 {
+            "–".to_owned()
+        } else {
+            format!(
+                "{:.2} ({}/{})",
+                s.span_found as f64 / s.spanned_gold as f64,
+                s.span_found,
+                s.spanned_gold
+            )
+        }
+    };
+    println!("\ntotals, {path}\n");
+    println!("| all meetings | recall | span recall | items | items per 1,000 words | items per hour | junk rate | non-participant owners | unfaithful |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (name, s) in [
-        ("mnemo (rules)", &ours),
-        ("baseline: every commitment sentence", &base),
+        ("mnemo (rules)", ours),
+        ("baseline: every commitment sentence", base),
     ] {
         println!(
-            "| {name} | {:.2} ({}/{}) | {} | {:.1} | {:.1} | {:.2} | {} | {} |",
+            "| {name} | {:.2} ({}/{}) | {} | {} | {:.1} | {:.1} | {:.2} | {} | {} |",
             s.found as f64 / s.gold.max(1) as f64,
             s.found,
             s.gold,
+            span(s),
             s.items,
             per_k(s),
             per_hour(s),

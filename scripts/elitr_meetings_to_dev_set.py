@@ -14,7 +14,8 @@ they are part of what a summarizer must cope with.
 Gold: the bullets of the meeting's human minutes (minutes_ORIG.txt, else the
 first minutes_GENER_*.txt) that carry a commitment or a decision cue ("will",
 "should", "to <verb>", "agreed", "decided", "let's", "plan", "needs to",
-"TODO", "@[PERSON…]"), with the minute's markup stripped. A meeting's minutes
+"TODO", "@[PERSON…]", "to be done", "to be <verb>ed", "has to",
+"required"), with the minute's markup stripped. A meeting's minutes
 are not complete lists of its decisions and actions, so precision against
 them is only indicative; recall is what the bench reports first.
 """
@@ -24,11 +25,14 @@ import re
 import sys
 from pathlib import Path
 
+# The dev minutes use "-", the test minutes "•".
+BULLETS = ("-", "•", "*")
 SPEAKER = re.compile(r"^\((PERSON\d+)\)\s*(.*)$")
 CUE = re.compile(
     r"\bwill\b|\bshould\b|\bagreed?\b|\bdecided?\b|\bdecision\b|\blet'?s\b"
     r"|\bneeds? to\b|\btodo\b|@\[person|\bto (?:do|send|write|prepare|check|ask|contact|create|finish|update"
-    r"|test|run|fix|share|look|find|add|train|evaluate|organi[sz]e|submit|present|show|invite|help|try)\b",
+    r"|test|run|fix|share|look|find|add|train|evaluate|organi[sz]e|submit|present|show|invite|help|try)\b"
+    r"|\bto be (?:done|\w+ed)\b|\b(?:have|has) to\b|\brequired\b",
     re.IGNORECASE,
 )
 
@@ -51,9 +55,9 @@ def gold_of(minutes: Path) -> list[str]:
     out = []
     for raw in minutes.read_text(encoding="utf-8", errors="replace").splitlines():
         line = raw.strip()
-        if not line.startswith("-"):
+        if not line.startswith(BULLETS):
             continue
-        text = line.lstrip("-").strip()
+        text = line.lstrip("".join(BULLETS)).strip()
         text = re.sub(r"^#\w+\s*", "", text)
         if len(text.split()) >= 3 and CUE.search(text):
             out.append(text)

@@ -190,3 +190,30 @@ fn a_long_meeting_shows_its_most_salient_items_and_counts_the_rest() {
         s.truncated
     );
 }
+
+#[test]
+fn in_a_long_meeting_an_assented_item_of_two_words_stays_out() {
+    // QMSum Academic: "I thought we could point that out ." assented to,
+    // "Climb , rob ." addressed to a name; about 5,000 words around them.
+    let filler = "the casing design for the remote control is something we talk about \
+                  a lot and there is a lot more to say about the buttons and colours ";
+    let mut turns = Vec::new();
+    for i in 0..60u64 {
+        turns.push(said(i + 1, "Grad A", &format!("{filler}{filler}{filler}")));
+    }
+    turns.push(said(61, "Grad B", "I thought we could point that out ."));
+    turns.push(said(62, "Grad A", "Yeah ."));
+    turns.push(said(63, "Grad B", "Climb , rob ."));
+    turns.push(said(
+        64,
+        "Grad A",
+        "I will send the chip prices and the battery figures to everyone.",
+    ));
+    let s = summary(&turns);
+    assert!(s.decisions.iter().all(|d| !d.decision.contains("point")));
+    assert!(s.pending_actions.iter().all(|a| !a.action.contains("rob")));
+    assert!(s
+        .pending_actions
+        .iter()
+        .any(|a| a.action.contains("chip prices")));
+}

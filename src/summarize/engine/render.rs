@@ -179,9 +179,32 @@ impl FoldState {
             }
             ranked.push((s, a.evidence_seqs.first().copied().unwrap_or(0), true, i));
         }
+        // Fewer than three words of substance never stand alone in a
+        // ranked summary, whatever agreement or a name adds ("Climb, rob.",
+        // "I thought we could point that out." assented to).
+        for r in ranked.iter_mut() {
+            let text = if r.2 {
+                &actions[r.3].action
+            } else {
+                &decisions[r.3].decision
+            };
+            if rules::substance_count(text) < 3 {
+                r.0 = rules::MIN_SALIENCE;
+            }
+        }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         ranked.retain(|r| r.0 > rules::MIN_SALIENCE);
         ranked.truncate(limit);
+        // The minimum bound is for short sessions, whose items all count;
+        // past the share of the words spoken, only items that stand out
+        // use it, so a twenty-minute meeting is not summarized at the
+        // density of an hour-long one's best items.
+        let by_words = rules::items_shown_by_words(self.conv_words);
+        let standing_out = ranked
+            .iter()
+            .filter(|r| r.0 > rules::FLOOR_SALIENCE)
+            .count();
+        ranked.truncate(by_words.max(standing_out));
         // The ranked items of one kind, in their own order.
         fn kept<T>(items: Vec<T>, ranked: &[(f32, u64, bool, usize)], action: bool) -> Vec<T> {
             let keep: BTreeSet<usize> = ranked

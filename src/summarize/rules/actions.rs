@@ -286,6 +286,11 @@ const COMMITMENTS: &[&str] = &[
     "you need to",
     "need to",
     "needs to",
+    // Only a speaker's own "have to": "Legal would have to confirm…" and
+    // "the XML has to be clear" commit nobody in the room.
+    "i have to",
+    "we have to",
+    "you have to",
     "will follow up",
     "follow up",
     "get back to",
@@ -395,6 +400,45 @@ pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
     if is_forecast(n) {
         return false;
     }
+    // "I just hope we will join soon.": a wish, not a commitment.
+    if n.words[pos.saturating_sub(3)..pos]
+        .iter()
+        .any(|w| matches!(w.as_str(), "hope" | "hopefully" | "wish"))
+    {
+        return false;
+    }
+    // "So you can nest things when you need to", "But, let's contact
+    // anytime if you need something": the cue sits in a condition.
+    if n.words[pos.saturating_sub(2)..pos].iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "if" | "when" | "whenever" | "unless" | "whether"
+        )
+    }) {
+        return false;
+    }
+    if is_progress_report(n, pos) {
+        return false;
+    }
+    // "So I have to see", "I need to think about it": a necessity to find
+    // out, not work; "I need to disconnect first": the call, not work;
+    // "I don't think we need to…" doubts the necessity.
+    if let Some(at) = n.find_any(&["have to", "need to", "needs to"]) {
+        let verb = n.words[at + 2..]
+            .iter()
+            .find(|w| !FUTURE_ADVERBS.contains(&w.as_str()));
+        if verb.is_some_and(|v| {
+            matches!(
+                v.as_str(),
+                "see" | "think" | "wait" | "admit" | "say" | "disconnect" | "reconnect" | "leave"
+            )
+        }) || n.words[at.saturating_sub(4)..at]
+            .windows(2)
+            .any(|w| w[0] == "don't" && w[1] == "think")
+        {
+            return false;
+        }
+    }
     // "let me know" asks the other party for information.
     if n.has("let me know") && n.find("let me know") == Some(pos) {
         return false;
@@ -415,6 +459,28 @@ pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
         return false;
     }
     true
+}
+
+/// Whether the cue at `pos` reports what someone is waiting for ("I'm
+/// waiting for the input from [ORGANIZATION1].", "he is still waiting for
+/// some feedback") and no other cue follows: a status, nobody's next step.
+/// A bare "Waiting for the vendor to confirm." stays an action.
+fn is_progress_report(n: &Norm, pos: usize) -> bool {
+    let at = |i: usize| n.words.get(i).map_or("", String::as_str);
+    if at(pos) != "waiting" {
+        return false;
+    }
+    let mut before = pos;
+    while before > 0 && matches!(at(before - 1), "still" | "just" | "now" | "also" | "only") {
+        before -= 1;
+    }
+    let reported = before > 0
+        && matches!(
+            at(before - 1),
+            "i'm" | "am" | "is" | "are" | "we're" | "he's" | "she's" | "they're" | "was" | "were"
+        );
+    let rest = Norm::new(&n.words[pos + 2..].join(" "));
+    reported && rest.find_any(FUTURE_CUES).is_none() && rest.find_any(COMMITMENTS).is_none()
 }
 
 /// Whether a sentence commits someone to do something.
@@ -454,6 +520,9 @@ pub fn action_cue(sentence: &str, participants: &[String]) -> Option<ActionCue> 
         if !has_negation(&n) && !is_decision_norm(&n) && n.words.len() > 2 {
             return Some(ActionCue { owner });
         }
+    }
+    if let Some(owner) = named_subject(sentence, &n, participants) {
+        return Some(ActionCue { owner });
     }
     if !is_commitment_norm(&n) {
         return None;
@@ -503,22 +572,91 @@ pub(crate) fn participant_subject(n: &Norm, participants: &[String]) -> Option<O
     let named = |k: usize| {
         !w(k).is_empty() && !is_stopword(w(k)) && matches_participant(w(k), participants)
     };
-    if !named(i) {
+    let subject_at = |i: usize| {
+        if !named(i) {
+            return false;
+        }
+        // "Ana and Lee should…": the first one named owns it.
+        let mut verb = i + 1;
+        if w(verb) == "and" && named(verb + 1) {
+            verb += 2;
+        }
+        // "So, uh, [PERSON10] himself will finish…", "Ana then will…".
+        while matches!(
+            w(verb),
+            "himself" | "herself" | "themselves" | "also" | "then" | "first" | "now" | "still"
+        ) {
+            verb += 1;
+        }
+        match w(verb) {
+            "will" | "to" | "needs" | "should" | "must" => true,
+            // "Ana is going to…", "Ana is to…" ("Ana is on leave" and "Ana
+            // is coming back" commit nobody).
+            "is" => matches!(w(verb + 1), "going" | "to"),
+            _ => false,
+        }
+    };
+    if subject_at(i) {
+        return Some(OwnerCue::Named(resolve_name(w(i), participants)));
+    }
+    None
+}
+
+/// "And with [PERSON8] and [PERSON3], [PERSON10] will synchronize about
+/// the tools", "So I think Marco should send the figures": a person named
+/// anywhere in the sentence (a `[PERSONn]` placeholder, or a speaker's
+/// capitalized name after the first word) as the subject of "will" or "should" and a verb of work
+/// (not "be", "have", "see"…). The owner is that person when they speak in
+/// the session; otherwise the work is unassigned: someone talked about is
+/// neither a speaker nor addressed.
+fn named_subject(sentence: &str, n: &Norm, participants: &[String]) -> Option<OwnerCue> {
+    if has_negation(n) || is_decision_norm(n) {
         return None;
     }
-    // "Ana and Lee should…": the first one named owns it.
-    let mut verb = i + 1;
-    if w(verb) == "and" && named(verb + 1) {
-        verb += 2;
+    let spans = word_spans(sentence);
+    let w = |i: usize| spans.get(i).map_or("", |(_, w)| w.as_str());
+    for (k, (start, word)) in spans.iter().enumerate() {
+        // The word as written (lower-casing may change its byte length).
+        let written = sentence[*start..]
+            .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+            .next()
+            .unwrap_or("");
+        let placeholder = sentence[..*start].ends_with('[') && word.starts_with("person");
+        // Capitalized words are too often bodies and bills ("HEFCW will
+        // face changes", "the Bill will provide…"): only speakers count.
+        let name = placeholder
+            || k > 0
+                && written.starts_with(char::is_uppercase)
+                && is_person_name(written)
+                && matches_participant(word, participants);
+        if !name {
+            continue;
+        }
+        let mut at = k + 1;
+        while matches!(
+            w(at),
+            "himself" | "herself" | "also" | "then" | "first" | "now"
+        ) {
+            at += 1;
+        }
+        if !matches!(w(at), "will" | "should") {
+            continue;
+        }
+        at += 1;
+        while FUTURE_ADVERBS.contains(&w(at)) {
+            at += 1;
+        }
+        let verb = w(at);
+        if verb.is_empty() || FORECAST_VERBS.contains(&verb) || is_stopword(verb) {
+            continue;
+        }
+        return Some(if matches_participant(word, participants) {
+            OwnerCue::Named(resolve_name(word, participants))
+        } else {
+            OwnerCue::Unassigned
+        });
     }
-    let modal = match w(verb) {
-        "will" | "to" | "needs" | "should" | "must" => true,
-        // "Ana is going to…", "Ana is to…" ("Ana is on leave" and "Ana is
-        // coming back" commit nobody).
-        "is" => matches!(w(verb + 1), "going" | "to"),
-        _ => false,
-    };
-    modal.then(|| OwnerCue::Named(resolve_name(w(i), participants)))
+    None
 }
 
 pub(crate) fn owner_of_commitment(sentence: &str, n: &Norm, participants: &[String]) -> OwnerCue {
@@ -613,117 +751,4 @@ pub(crate) fn is_started_n(n: &Norm) -> bool {
         "looking into it",
         "started working",
     ])
-}
-
-/// What an action waits for: the clause after "after", "once", "waiting
-/// for/on", "depends on", "blocked by/on", "as soon as", "pending" — a
-/// slice of the sentence up to the next comma or end, at most eight words.
-pub fn depends_on(sentence: &str) -> Vec<&str> {
-    const MARKERS: &[&str] = &[
-        "waiting for",
-        "waiting on",
-        "depends on",
-        "blocked by",
-        "blocked on",
-        "as soon as",
-        "once",
-        "after",
-        "pending",
-    ];
-    let lower = sentence.to_lowercase();
-    // Lower-casing may change byte lengths for some scripts; then offsets
-    // would not line up, so only work on text where they match.
-    if lower.len() != sentence.len() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for m in MARKERS {
-        let mut from = 0;
-        while let Some(i) = lower[from..].find(m) {
-            let at = from + i;
-            from = at + m.len();
-            let before_ok = at == 0 || !lower.as_bytes()[at - 1].is_ascii_alphanumeric();
-            let after_ok = lower
-                .as_bytes()
-                .get(at + m.len())
-                .is_some_and(|b| *b == b' ');
-            if !before_ok || !after_ok {
-                continue;
-            }
-            let rest = &sentence[at + m.len()..];
-            let end = rest
-                .find([',', ';', '.', '!', '?'])
-                .map_or(rest.len(), |e| {
-                    // Keep dots inside tokens ("v1.2", "$49.99").
-                    let mut e = e;
-                    while rest.as_bytes().get(e) == Some(&b'.')
-                        && rest
-                            .as_bytes()
-                            .get(e + 1)
-                            .is_some_and(|b| !b.is_ascii_whitespace())
-                    {
-                        e = rest[e + 1..]
-                            .find([',', ';', '.', '!', '?'])
-                            .map_or(rest.len(), |x| e + 1 + x);
-                    }
-                    e
-                });
-            let clause = rest[..end].trim();
-            let clause = if clause.split_whitespace().count() > 8 {
-                let mut idx = clause.len();
-                for (k, (i, _)) in clause.match_indices(' ').enumerate() {
-                    if k == 7 {
-                        idx = i;
-                        break;
-                    }
-                }
-                &clause[..idx]
-            } else {
-                clause
-            };
-            // "after that" / "once done" name nothing.
-            if !content_words(clause).is_empty() && !out.contains(&clause) {
-                out.push(clause);
-            }
-        }
-    }
-    out
-}
-
-/// Priority words: "urgent", "asap", "critical", "blocking" → HIGH; "when
-/// you can", "low priority", "nice to have" → LOW; else MEDIUM.
-pub fn priority(text: &str) -> Priority {
-    let n = Norm::new(text);
-    if n.has_any(&[
-        "urgent",
-        "urgently",
-        "asap",
-        "critical",
-        "blocking",
-        "blocker",
-        "immediately",
-        "high priority",
-        "right away",
-        "p0",
-        "p1",
-        "emergency",
-        "top priority",
-    ]) {
-        Priority::High
-    } else if n.has_any(&[
-        "when you can",
-        "low priority",
-        "nice to have",
-        "no rush",
-        "whenever",
-        "eventually",
-        "if you have time",
-        "not urgent",
-        "someday",
-        "p3",
-    ]) {
-        Priority::Low
-    } else {
-        Priority::Medium
-    }
 }

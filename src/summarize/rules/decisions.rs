@@ -96,9 +96,15 @@ pub(crate) fn decision_position(n: &Norm) -> Option<usize> {
         return Some(pos);
     }
     // "let's <verb>" decides, unless the verb plans more talk or work.
+    // Fillers after it are skipped; a cut-off "let's- Uh, uh while…" has
+    // no verb (a stopword comes first) and decides nothing.
     if let Some(pos) = n.find("let's") {
-        let verb = n.words.get(pos + 1).map_or("", String::as_str);
-        if !verb.is_empty() && !LETS_PLANNING.contains(&verb) {
+        let verb = n.words[pos + 1..]
+            .iter()
+            .map(String::as_str)
+            .find(|w| !matches!(*w, "uh" | "um" | "ehm" | "eh" | "er" | "erm" | "like"))
+            .unwrap_or("");
+        if !verb.is_empty() && !is_stopword(verb) && !LETS_PLANNING.contains(&verb) {
             return Some(pos);
         }
     }
@@ -125,8 +131,37 @@ pub(crate) fn decision_position(n: &Norm) -> Option<usize> {
     ])
 }
 
+/// Phrases that make a whole sentence hypothetical: "And let's say that
+/// for some reason … we have already decided that [PERSON3] is a person".
+pub(crate) const HYPOTHETICALS: &[&str] = &[
+    "let's say",
+    "let's assume",
+    "let's suppose",
+    "let's imagine",
+    "say for example",
+    "suppose that",
+    "imagine that",
+];
+
+/// Whether a decision or agreement word at `pos` is negated: "we haven't
+/// agreed on the bachelor's thesis", "nobody decided", "we never agreed".
+fn negated_at(n: &Norm, pos: usize) -> bool {
+    n.words[pos.saturating_sub(3)..pos].iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "not" | "never" | "nobody" | "haven't" | "hasn't" | "didn't" | "don't" | "hadn't"
+        )
+    })
+}
+
 pub(crate) fn is_decision_norm(n: &Norm) -> bool {
+    if n.has_any(HYPOTHETICALS) {
+        return false;
+    }
     if let Some(pos) = decision_position(n) {
+        if negated_at(n, pos) {
+            return false;
+        }
         // "no decision yet" / "haven't decided" are not decisions, nor is
         // a condition ("once it is approved", "if we decide to…").
         let conditional = n.words[..pos].iter().any(|w| {
@@ -145,7 +180,7 @@ pub(crate) fn is_decision_norm(n: &Norm) -> bool {
             ]);
     }
     // "Agreed, we ship Monday." decides; a bare "Agreed." only agrees.
-    n.has("agreed") && content_words(&n.text).len() >= 2
+    n.find("agreed").is_some_and(|at| !negated_at(n, at)) && content_words(&n.text).len() >= 2
 }
 
 /// Whether a sentence states a decision ("we decided…", "let's go with…",

@@ -10,6 +10,7 @@
 //! One file per concept; every item is re-exported here, so callers name
 //! `rules::X` whatever file holds it.
 
+mod action_details;
 mod actions;
 mod classify;
 mod completion;
@@ -27,6 +28,7 @@ mod tests;
 mod text;
 mod turns;
 
+pub use self::action_details::*;
 pub use self::actions::*;
 pub use self::classify::*;
 pub use self::completion::*;

@@ -190,6 +190,12 @@ const META_TALK: &[&str] = &[
     "what we've decided",
     "what we agreed",
     "what we discussed",
+    // Offers of help at the end of a call ("But, let's contact anytime if
+    // you need something.").
+    "if you need something",
+    "if you need anything",
+    "if you need any help",
+    "feel free to",
 ];
 
 /// `text` without transcription markers: `<laugh/>`, `<unintelligible/>`,
@@ -255,7 +261,60 @@ pub fn is_person_name(name: &str) -> bool {
                 && month_number(&lower).is_none()
                 && !WEEKDAYS.contains(&lower.as_str())
                 && !(words.len() == 1 && lower.len() > 4 && lower.ends_with("ing"))
+                // A word cut off mid-way ("Preferab-, refe-, preferably
+                // life", "Fe-, feel free…") or an adverb ("Definitely,
+                // definitely um copy to…") stands before a comma in speech
+                // but names nobody.
+                && !w.ends_with('-')
+                && !is_adverb(&lower)
         })
+}
+
+/// Endings of "-ly" adverbs long enough not to be first names ("Sally",
+/// "Kelly" stay names: too short for the rule).
+const ADVERB_ENDINGS: &[&str] = &[
+    "ately", "itely", "ally", "ously", "ently", "antly", "ively", "ably", "ibly", "fully",
+    "ularly", "ctly",
+];
+
+/// Whether `lower` reads as a "-ly" adverb ("definitely", "basically").
+fn is_adverb(lower: &str) -> bool {
+    lower.len() > 6 && ADVERB_ENDINGS.iter().any(|e| lower.ends_with(e))
+}
+
+/// Verbs after "let's" that move the meeting itself along: "So let's
+/// quickly move to [PERSON14].", "let's finish the call now".
+const MEETING_MOVES: &[&str] = &[
+    "move", "go", "continue", "proceed", "switch", "start", "begin", "finish", "end", "stop",
+    "wrap", "close", "skip", "jump", "return", "come",
+];
+
+/// Words that may stand between "let's" and its verb ("let's quickly
+/// move", "let's just go").
+const LETS_ADVERBS: &[&str] = &["quickly", "just", "now", "then", "maybe", "briefly", "also"];
+
+/// Whether a short sentence moves the meeting along ("let's quickly move
+/// to the next point") rather than deciding about its subject: "let's"
+/// (adverbs aside) and a verb of [`MEETING_MOVES`], with at most four words
+/// of substance in all, or about the call or the time it takes.
+fn moves_the_meeting(n: &Norm, substance: usize) -> bool {
+    let Some(at) = n.find_any(&["let's", "let us"]) else {
+        return false;
+    };
+    let after = if n.words[at] == "let" { at + 2 } else { at + 1 };
+    let Some(v) = (after.min(n.words.len())..n.words.len())
+        .find(|&i| !LETS_ADVERBS.contains(&n.words[i].as_str()))
+    else {
+        return false;
+    };
+    // "let's go with the rubber case" chooses; it does not move on.
+    let chooses = matches!(
+        n.words.get(v + 1).map(String::as_str),
+        Some("with" | "ahead" | "for")
+    );
+    MEETING_MOVES.contains(&n.words[v].as_str())
+        && !chooses
+        && (substance <= 4 || n.has_any(&["the call", "the meeting", "sake of time"]))
 }
 
 /// Words a finished sentence does not end on: speech cut off mid-way
@@ -308,6 +367,9 @@ pub fn is_noise(sentence: &str) -> bool {
     // Talk about the meeting, unless the sentence goes on about its
     // subject ("let's start with a 30-day pilot in cardiology").
     if content.len() <= 3 && META_TALK.iter().any(|m| n.has(m)) {
+        return true;
+    }
+    if moves_the_meeting(&n, content.len()) {
         return true;
     }
     if content.len() < 2 {
@@ -363,6 +425,9 @@ mod tests {
             "We agreed that actually the.",
             "So that we need to be very careful about the contents, we really -.",
             "Let's forget plan, so.",
+            // ELITR test meetings: moving the call along.
+            "So let's quickly move to [PERSON14].",
+            "So I suggest that for the sake of time, let's finish the call now.",
         ] {
             assert!(is_noise(s), "{s:?} is noise");
         }
@@ -383,6 +448,8 @@ mod tests {
             "Let me look up order ORD-1042 for you.",
             "OK, going with full jitter.",
             "Let's start with a 30-day pilot in the cardiology department, 12 clinicians.",
+            "We can delay these <unintelligible/> So let's start writing the emails, uh, two prospective people here.",
+            "Let's go with the rubber case.",
         ] {
             assert!(!is_noise(s), "{s:?} is not noise");
         }
@@ -433,7 +500,15 @@ mod tests {
 
     #[test]
     fn owners_are_names_not_interjections() {
-        for n in ["Marco", "Ana Lopez", "[PERSON6]", "@Lee", "sam.okafor"] {
+        for n in [
+            "Marco",
+            "Ana Lopez",
+            "[PERSON6]",
+            "@Lee",
+            "sam.okafor",
+            "Sally",
+            "Jean-Luc",
+        ] {
             assert!(is_person_name(n), "{n:?}");
         }
         for n in [
@@ -449,6 +524,12 @@ mod tests {
             "Probing",
             "Presenting",
             "Aha",
+            // ELITR test meetings: cut-off words and adverbs before a comma.
+            "Definitely",
+            "Preferab-",
+            "Fe-",
+            "Ro- Em",
+            "Basically",
         ] {
             assert!(!is_person_name(n), "{n:?} is no name");
         }

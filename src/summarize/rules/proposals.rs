@@ -40,6 +40,17 @@ const PROPOSALS: &[&str] = &[
     "are we agreed",
     "i'd go with",
     "i would go with",
+    // "So the best thing would be if [PERSON12], [PERSON14] … had a
+    // separate technical call", "it would be really great if we can also
+    // prepare a demo".
+    "the best thing would be",
+    "the best would be",
+    // With "if" only: "it would be good for comparison purposes, but not
+    // for deployment" judges, it proposes nothing.
+    "it would be good if",
+    "it would be great if",
+    "it would be really great if",
+    "it would be nice if",
 ];
 
 /// Short questions that ask the others to agree with what was just said
@@ -144,7 +155,16 @@ const OBJECTIONS: &[&str] = &[
 pub fn is_proposal(sentence: &str) -> bool {
     let cleaned = strip_markers(sentence);
     let n = Norm::new(&cleaned);
-    n.has_any(PROPOSALS) && !is_forecast(&n) && !is_noise(sentence)
+    let Some(at) = n.find_any(PROPOSALS) else {
+        return false;
+    };
+    // "If we want to make 100 hours, let's count, 200": a proposal under
+    // a condition, or a figure of speech ("let's say…"), puts nothing to
+    // the others.
+    let conditional = n.words[..at]
+        .iter()
+        .any(|w| matches!(w.as_str(), "if" | "unless" | "whether" | "when"));
+    !conditional && !n.has_any(HYPOTHETICALS) && !is_forecast(&n) && !is_noise(sentence)
 }
 
 /// Whether a sentence carries on the proposal before it ("That would be

@@ -27,6 +27,19 @@ pub fn items_shown(words: u64) -> usize {
     MIN_ITEMS_SHOWN.max(usize::try_from(words / WORDS_PER_ITEM).unwrap_or(usize::MAX))
 }
 
+/// Decisions and actions one per [`WORDS_PER_ITEM`] words, without the
+/// minimum: what a ranked summary shows of its items at or below
+/// [`FLOOR_SALIENCE`].
+pub fn items_shown_by_words(words: u64) -> usize {
+    usize::try_from(words / WORDS_PER_ITEM).unwrap_or(usize::MAX)
+}
+
+/// Items above this salience may fill a ranked summary up to
+/// [`MIN_ITEMS_SHOWN`] even past one per [`WORDS_PER_ITEM`] words: an
+/// explicit decision, agreement, a named owner or the speaker's own "I
+/// will…" without hedges.
+pub const FLOOR_SALIENCE: f32 = 1.0;
+
 /// When a session has more decisions and actions than it can show, those
 /// at or below this salience are left out even if the bound has room:
 /// fewer than three words of substance and nothing else for them.
@@ -77,6 +90,17 @@ const NECESSITIES: &[&str] = &[
     "have to",
 ];
 
+/// Whether the speaker states their own necessity: "I need to…", "I
+/// still have to…", "then I only need to finish…" ("I" at most two words
+/// before "need to" / "have to"). Necessities of "we", "you" or "they"
+/// are not taken on by anyone in particular.
+fn speaker_necessity(n: &Norm) -> bool {
+    ["need to", "have to"].iter().any(|cue| {
+        n.find(cue)
+            .is_some_and(|p| n.words[p.saturating_sub(3)..p].iter().any(|w| w == "i"))
+    })
+}
+
 /// Phrases that narrate a question rather than settle anything.
 const NARRATED_QUESTIONS: &[&str] = &[
     "the question is",
@@ -97,8 +121,10 @@ pub fn text_salience(text: &str, owner: &str) -> f32 {
     if n.has_any(STRONG_DECISIONS) {
         score += 2.0;
     }
-    // "I'll send…", "I will continue…": the speaker takes it on.
-    if n.has_any(&["i will", "i'll", "i'm going to", "i am going to"]) {
+    // "I'll send…", "I will continue…", "I only need to finish the
+    // executive summary": the speaker takes it on.
+    let own_necessity = speaker_necessity(&n);
+    if n.has_any(&["i will", "i'll", "i'm going to", "i am going to"]) || own_necessity {
         score += 1.0;
     }
     // "[PERSON6] will download…", "Marco, please…": someone named does it.
@@ -113,7 +139,7 @@ pub fn text_salience(text: &str, owner: &str) -> f32 {
     }
     let hedges = HEDGES.iter().filter(|h| n.has(h)).count();
     score -= 0.5 * hedges.min(2) as f32;
-    if n.has_any(NECESSITIES) && !named {
+    if n.has_any(NECESSITIES) && !named && !own_necessity {
         score -= 0.5;
     }
     if n.has_any(NARRATED_QUESTIONS) {
@@ -156,6 +182,24 @@ mod tests {
     }
 
     #[test]
+    fn past_one_item_per_360_words_only_standing_out_items_fill_the_minimum() {
+        // A 2,452-word meeting (ELITR test 001): 6 by its words, up to 12
+        // when the rest stand out.
+        assert_eq!(items_shown_by_words(2_452), 6);
+        assert_eq!(items_shown(2_452), MIN_ITEMS_SHOWN);
+        let plain = text_salience(
+            "We need to invite more people into the committee.",
+            "unassigned",
+        );
+        let own = text_salience(
+            "So I will send the draft invitation email to the program committee reviewers.",
+            "PERSON5",
+        );
+        assert!(plain <= FLOOR_SALIENCE, "{plain}");
+        assert!(own > FLOOR_SALIENCE, "{own}");
+    }
+
+    #[test]
     fn decisions_and_named_work_outrank_hedged_talk() {
         let decided = text_salience("So now we decided that Ana will work with the data.", "");
         let named = text_salience(
@@ -175,6 +219,20 @@ mod tests {
             assert!(high > hedged, "{high} > {hedged}");
             assert!(high > narrated, "{high} > {narrated}");
         }
+    }
+
+    #[test]
+    fn the_speakers_own_necessity_ranks_as_a_commitment() {
+        // ELITR test meeting 002.
+        let mine = text_salience(
+            "Then, then I only need to finish the executive summary.",
+            "PERSON12",
+        );
+        let ours = text_salience(
+            "Then we only need to finish the executive summary.",
+            "PERSON12",
+        );
+        assert!(mine > ours, "{mine} > {ours}");
     }
 
     #[test]

@@ -478,3 +478,148 @@ fn figures_of_speech_with_lets_decide_nothing() {
     ));
     assert!(is_decision("So let's simply forget plan A."));
 }
+
+#[test]
+fn wishes_conditions_and_waiting_reports_commit_nobody() {
+    let p = names(&["PERSON3", "PERSON8", "PERSON12"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meetings 002, 005, 007; QMSum Academic.
+    for s in [
+        "I just hope we will join soon.",
+        "Hopefully we will get the reviews in time.",
+        "But, let's contact anytime if you need something.",
+        "So you can like nest things when you need to, but they can also overlap.",
+        "I'm waiting for the input from <unintelligible/> from [ORGANIZATION1].",
+        "And also, he is still waiting for some feedback from other people.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody");
+    }
+    for s in [
+        "Waiting for the vendor to confirm the new date.",
+        "I'm waiting for the logs, and then I will rerun the job.",
+        "I will write to him as soon as possible if he does not answer.",
+    ] {
+        assert!(o(s).is_some(), "{s:?} commits");
+    }
+}
+
+#[test]
+fn a_named_subject_may_stand_before_an_adverb() {
+    let p = names(&["PERSON10", "ana"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meeting 002.
+    assert_eq!(
+        o("So, uh, [PERSON10] himself will finish the language model checking of ASR outputs."),
+        Some(OwnerCue::Named("PERSON10".into()))
+    );
+    assert_eq!(
+        o("Ana then will draw the casing."),
+        Some(OwnerCue::Named("ana".into()))
+    );
+}
+
+#[test]
+fn the_best_thing_would_be_proposes() {
+    // ELITR test meeting 006.
+    assert!(is_proposal(
+        "So the best thing would be if if [PERSON12], [PERSON14], [PERSON10]and perhaps \
+         [PERSON15] as well had a separate technical call on the design of this."
+    ));
+    assert!(is_proposal(
+        "It would be really great if we can also quickly prepare a demo of just one document."
+    ));
+    assert!(!is_proposal("The best thing about it was the price."));
+    // ELITR test meeting 004: a judgement, not a proposal.
+    assert!(!is_proposal(
+        "It would not be good, uh, it would be good for comparison purposes, but it would \
+         not be good as a system for deployment."
+    ));
+}
+
+#[test]
+fn hypotheticals_negated_agreement_and_a_cut_off_lets_decide_nothing() {
+    // ELITR test meeting 003 and 002.
+    for s in [
+        "</parallel_talk> And let's say that for some reason, at the type level, we have \
+         already dif- uh like decided, that [PERSON3] is a person.",
+        "maybe maybe I can ask my student, because we haven't agreed on the bachelors thesis.",
+        "Yeah, yeah, okay, yeah, yeah, so let's- Uh, uh while you're here, let's discuss, uh \
+         the markup.",
+        "We never decided to drop the second track.",
+    ] {
+        assert!(!is_decision(s), "{s:?} decides nothing");
+    }
+    assert!(is_decision("Let's drop the second track."));
+    assert!(is_decision("So let's, uh, keep the paper as it is."));
+    assert!(is_decision("We decided not to add any further things."));
+    // A proposal under a condition puts nothing to the others.
+    assert!(!is_proposal(
+        "If we want to make 100 hours, let's count, 200, I don't know."
+    ));
+    assert!(is_proposal(
+        "So let's count the hours we have, 200 of them."
+    ));
+    // An offer of help closing the call is no item.
+    assert!(is_noise(
+        "But, let's contact anytime if you need something."
+    ));
+}
+
+#[test]
+fn a_person_named_mid_sentence_as_the_subject_of_will_does_the_work() {
+    let p = names(&["PERSON3", "marco"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meeting 002: [PERSON10] does not speak in it.
+    assert_eq!(
+        o(
+            "And with [PERSON8] and [PERSON3], [PERSON10] will synchronize about the tools \
+           that, ah, that [PERSON10] has developed."
+        ),
+        Some(OwnerCue::Unassigned)
+    );
+    assert_eq!(
+        o("So I think Marco should send the figures to everyone."),
+        Some(OwnerCue::Named("marco".into()))
+    );
+    // QMSum Committee: bodies and bills are no people; forecasts commit nobody.
+    for s in [
+        "Because, of course, whilst HEFCW will face changes, our relationship will shift.",
+        "For instance, the Bill will provide Welsh Ministers with powers to close schools.",
+        "I think [PERSON10] will be happy with it.",
+        "[PERSON10] will not join the call.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody");
+    }
+}
+
+#[test]
+fn only_a_speakers_own_have_to_commits() {
+    let p = names(&["PERSON4"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meeting 003.
+    assert_eq!(
+        o("And I think that uh, we have to present the full documents."),
+        Some(OwnerCue::Speaker)
+    );
+    for s in [
+        "Legal would have to confirm whether new sites need an amendment.",
+        "So the XML has to be absolutely clear about the stages.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody in the room");
+    }
+}
+
+#[test]
+fn a_necessity_to_see_or_doubted_is_no_commitment() {
+    let p = names(&["PERSON3", "PERSON5"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR test meetings 001, 002 and 004.
+    for s in [
+        "Because I'm not very experienced with those technologies. So I have to see.",
+        "Ah, so, ah, I I don't think we need to fold proprietors spasm removal.",
+        "Okay, it seems that I like I need to disconnect first, and then reconnect so, okay.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} commits nobody");
+    }
+    assert!(o("I have to ask my other co-editors, if that is possible.").is_some());
+}
