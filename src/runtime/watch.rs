@@ -170,6 +170,13 @@ impl WatchHub {
             .get_mut(&(ns.to_owned(), session_id.to_owned()))
         {
             if let Some(k) = ch.known.as_mut() {
+                // A state already announced is not announced again: on a
+                // shared store this daemon's change and the follower's
+                // re-read of it (`remote.rs`) may both publish it, in
+                // either order.
+                if matches!(notice, Notice::State { state, .. } if state == k.state) {
+                    return;
+                }
                 k.apply(&notice);
             }
             // No receiver left is not an error: the last one is leaving.
@@ -577,5 +584,31 @@ impl Notifier for WatchHub {
             ),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Session, SessionSettings};
+
+    #[test]
+    fn a_state_change_is_announced_once() {
+        let hub = Arc::new(WatchHub::new(16, 4));
+        let mut sub = hub.subscribe("ns", "s").expect("subscribed");
+        let session = Session::new("ns", "s", SessionSettings::default(), 0);
+        hub.observe("ns", "s", &session);
+        let closed = Notice::State {
+            state: SessionState::Closed,
+            at_seq: 3,
+        };
+        // The follower's re-read, then this daemon's own notice of it.
+        hub.publish("ns", "s", closed.clone());
+        hub.publish("ns", "s", closed.clone());
+        hub.publish("ns", "s", Notice::Deleted);
+        let rx = sub.rx.as_mut().expect("a receiver");
+        assert_eq!(rx.try_recv().ok(), Some(closed));
+        assert_eq!(rx.try_recv().ok(), Some(Notice::Deleted));
+        assert!(rx.try_recv().is_err());
     }
 }
