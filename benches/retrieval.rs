@@ -418,6 +418,26 @@ fn flat(s: &Subject) -> Vec<Flat> {
     out
 }
 
+/// `Search` over a subject's turns.
+async fn search_turns(
+    c: &mut Client,
+    subject: &str,
+    question: &str,
+    limit: u32,
+) -> pb::SearchResponse {
+    c.search(pb::SearchRequest {
+        namespace: NS.into(),
+        subject_id: subject.to_owned(),
+        query: question.to_owned(),
+        kinds: vec![pb::SearchKind::Turn as i32],
+        limit,
+        ..Default::default()
+    })
+    .await
+    .expect("search")
+    .into_inner()
+}
+
 async fn bundle(c: &mut Client, session: &str, budget: u32, query: &str, skip: bool) -> String {
     c.get_context_bundle(pb::GetContextBundleRequest {
         namespace: NS.into(),
@@ -531,18 +551,7 @@ async fn quality(path: &str) {
                 .iter()
                 .any(|e| e.session_id == sid && e.index as u64 + 1 == seq)
         };
-        let r = c
-            .search(pb::SearchRequest {
-                namespace: NS.into(),
-                subject_id: q.subject_id.clone(),
-                query: q.question.clone(),
-                kinds: vec![pb::SearchKind::Turn as i32],
-                limit: 10,
-                ..Default::default()
-            })
-            .await
-            .expect("search")
-            .into_inner();
+        let r = search_turns(&mut c, &q.subject_id, &q.question, 10).await;
         let rank = r
             .hits
             .iter()
@@ -569,18 +578,7 @@ async fn quality(path: &str) {
         if let Some(path) = std::env::var_os("MNEMO_BENCH_DUMP_SEARCH") {
             // Mnemo's top 50 per question, for ranking experiments outside
             // the daemon (one JSON line per question).
-            let r = c
-                .search(pb::SearchRequest {
-                    namespace: NS.into(),
-                    subject_id: q.subject_id.clone(),
-                    query: q.question.clone(),
-                    kinds: vec![pb::SearchKind::Turn as i32],
-                    limit: 50,
-                    ..Default::default()
-                })
-                .await
-                .expect("search")
-                .into_inner();
+            let r = search_turns(&mut c, &q.subject_id, &q.question, 50).await;
             let top: Vec<(&str, u64)> = r
                 .hits
                 .iter()
