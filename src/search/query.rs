@@ -16,7 +16,7 @@ use tantivy::snippet::SnippetGenerator;
 use tantivy::{DocAddress, Searcher, TantivyDocument, Term};
 
 use super::schema::{
-    role_from_tag, session_key, CONTEXT_BOOST, NAMED_IN_TEXT, PHRASE_BOOST, SPEAKER_BOOST,
+    own_weight, role_from_tag, session_key, CONTEXT_BOOST, PHRASE_BOOST, SPEAKER_BOOST,
     TIME_CUE_BOOST, WHEN_BOOST,
 };
 use super::scoped::{scope, Ranked};
@@ -68,11 +68,9 @@ impl SearchIndex {
         q: &SearchQuery,
         terms: &[String],
     ) -> Result<Vec<bool>> {
-        let term = |t: &str| match &q.subject_id {
-            Some(s) => Term::from_field_text(
-                self.f.scoped_speaker,
-                &format!("{}{t}", scope(&q.namespace, s)),
-            ),
+        let prefix = q.subject_id.as_deref().map(|s| scope(&q.namespace, s));
+        let term = |t: &str| match &prefix {
+            Some(p) => Term::from_field_text(self.f.scoped_speaker, &format!("{p}{t}")),
             None => Term::from_field_text(self.f.speaker, t),
         };
         terms
@@ -115,7 +113,7 @@ impl SearchIndex {
         };
         let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (t, &named) in terms.iter().zip(named) {
-            let own = if named { NAMED_IN_TEXT } else { 1.0 };
+            let own = own_weight(named);
             any.push((
                 Occur::Should,
                 Box::new(BoostQuery::new(term(f.text, t), own)),

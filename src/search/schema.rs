@@ -18,6 +18,17 @@ pub(super) const SPEAKER_BOOST: f32 = 2.5;
 /// answered by what Kate said, found by her speaker field; the turns that
 /// hold her name are mostly others greeting or addressing her.
 pub(super) const NAMED_IN_TEXT: f32 = 0.1;
+
+/// Weight of a query word on a record's own text (and, times
+/// [`CONTEXT_BOOST`], on its neighbours'): [`NAMED_IN_TEXT`] when the word
+/// names a speaker, else 1.
+pub(super) fn own_weight(names_a_speaker: bool) -> f32 {
+    if names_a_speaker {
+        NAMED_IN_TEXT
+    } else {
+        1.0
+    }
+}
 /// Weight of two query words found next to each other (slop 2: a removed
 /// stop word or two may stand between them).
 pub(super) const PHRASE_BOOST: f32 = 0.3;

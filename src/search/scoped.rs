@@ -24,7 +24,7 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{PreTokenizedString, Token};
 use tantivy::{DocAddress, DocSet, Searcher, TantivyDocument, Term, TERMINATED};
 
-use super::schema::{CONTEXT_BOOST, NAMED_IN_TEXT, SPEAKER_BOOST, TIME_CUE_BOOST, WHEN_BOOST};
+use super::schema::{own_weight, CONTEXT_BOOST, SPEAKER_BOOST, TIME_CUE_BOOST, WHEN_BOOST};
 use super::{index_error, when, SearchIndex, SearchQuery};
 use crate::error::Result;
 
@@ -121,7 +121,7 @@ impl SearchIndex {
             .iter()
             .zip(named)
             .flat_map(|(t, &named)| {
-                let own = if named { NAMED_IN_TEXT } else { 1.0 };
+                let own = own_weight(named);
                 [
                     weighted(f.scoped_text, t, own),
                     weighted(f.scoped_context, t, CONTEXT_BOOST * own),
@@ -159,19 +159,26 @@ impl SearchIndex {
             found.sort_by(|a, b| b.0.total_cmp(&a.0));
             found.truncate(fetch * CANDIDATES_PER_HIT);
         }
-        let fields = [f.scoped_text, f.scoped_speaker, f.scoped_context];
+        // Without time words every candidate holds one of the query's words
+        // (on its text, a neighbour or its speaker); with them, a record
+        // holding only time words is no match, as in the filtered search,
+        // so the neighbours' postings are read too.
+        let check_any = !cues.is_empty();
+        let fields: &[Field] = if check_any {
+            &[f.scoped_text, f.scoped_speaker, f.scoped_context]
+        } else {
+            &[f.scoped_text, f.scoped_speaker]
+        };
         let word_terms: Vec<Term> = terms
             .iter()
-            .flat_map(|t| fields.map(|field| term(field, t)))
+            .flat_map(|t| fields.iter().map(|&field| term(field, t)))
             .collect();
-        let matched = words_matched(searcher, &found, &word_terms)?;
-        // A record that holds none of the query's words (only time words)
-        // is no match, as in the filtered search. A one-word query has no
-        // first tier.
+        let matched = words_matched(searcher, &found, &word_terms, fields.len())?;
+        // A one-word query has no first tier.
         let mut top: Vec<Ranked> = found
             .into_iter()
             .zip(matched)
-            .filter(|(_, (_, any))| *any)
+            .filter(|(_, (_, any))| !check_any || *any)
             .map(|((score, addr), (own, _))| (u8::from(terms.len() < 2 || own < 2), score, addr))
             .collect();
         top.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
@@ -181,13 +188,15 @@ impl SearchIndex {
 }
 
 /// For each candidate, how many of the query's words it holds in its own
-/// text or speaker, and whether it holds any (a neighbour's counts).
-/// `word_terms` holds each word's three terms (text, speaker, context) in
-/// turn; the candidates' postings are read by seeking, in doc order.
+/// text or speaker, and whether it holds any of `word_terms`. `word_terms`
+/// holds `per_word` terms for each word in turn, its text and speaker
+/// terms first (then its neighbours'); the candidates' postings are read
+/// by seeking, in doc order.
 fn words_matched(
     searcher: &Searcher,
     found: &[(f32, DocAddress)],
     word_terms: &[Term],
+    per_word: usize,
 ) -> Result<Vec<(u32, bool)>> {
     let mut order: Vec<usize> = (0..found.len()).collect();
     order.sort_by_key(|&i| found[i].1);
@@ -220,8 +229,8 @@ fn words_matched(
                 }
                 if postings.doc() == doc {
                     any[i] = true;
-                    if k % 3 < 2 {
-                        own[i] |= 1u64 << ((k / 3) % 64);
+                    if k % per_word < 2 {
+                        own[i] |= 1u64 << ((k / per_word) % 64);
                     }
                 }
             }
