@@ -38,6 +38,7 @@
 //! This measures, it does not test.
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -517,6 +518,13 @@ async fn quality(path: &str) {
     let (mut search_ranks, mut bm25_ranks) = (Ranks::default(), Ranks::default());
     let mut misses = Vec::new();
     let mut asked = Vec::new();
+    let mut dump = std::env::var_os("MNEMO_BENCH_DUMP_SEARCH").map(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("open the dump")
+    });
     for q in &data.questions {
         let Some(s) = subjects.get(q.subject_id.as_str()) else {
             continue;
@@ -575,7 +583,7 @@ async fn quality(path: &str) {
             );
         }
         search_ranks.0.push(rank);
-        if let Some(path) = std::env::var_os("MNEMO_BENCH_DUMP_SEARCH") {
+        if let Some(dump) = dump.as_mut() {
             // Mnemo's top 50 per question, for ranking experiments outside
             // the daemon (one JSON line per question).
             let r = search_turns(&mut c, &q.subject_id, &q.question, 50).await;
@@ -586,13 +594,7 @@ async fn quality(path: &str) {
                 .collect();
             let line =
                 serde_json::json!({"question": q.question, "subject_id": q.subject_id, "top": top});
-            use std::io::Write as _;
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .expect("open the dump");
-            writeln!(f, "{line}").expect("write the dump");
+            writeln!(dump, "{line}").expect("write the dump");
         }
         asked.push(pg_fts::Asked {
             subject: q.subject_id.clone(),

@@ -129,18 +129,8 @@ const WORDS_PER_HOUR: f64 = 9_000.0;
 /// Lower-case words of `text`, transcription markers (`<laugh/>`,
 /// `{vocalsound}`) left out.
 fn plain_words(text: &str) -> Vec<String> {
-    let mut out = String::new();
-    let mut close: Option<char> = None;
-    for c in text.chars() {
-        match (close, c) {
-            (None, '<') => close = Some('>'),
-            (None, '{') => close = Some('}'),
-            (Some(x), c) if c == x => close = None,
-            (Some(_), _) => {}
-            (None, c) => out.push(c),
-        }
-    }
-    out.split(|c: char| !(c.is_alphanumeric() || c == '\''))
+    mnemo::summarize::rules::strip_markers(text)
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
         .collect()
