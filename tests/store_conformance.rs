@@ -3255,6 +3255,67 @@ fn outbox_backlog_counts_what_is_left_to_read() {
 // Fact ids made by the domain
 // ---------------------------------------------------------------------------
 
+/// A superseded version's subject index entry is marked, so reads of
+/// current facts skip it unread; an unmarked entry (as an earlier release
+/// wrote every entry) is still read and found superseded.
+#[test]
+fn superseded_versions_are_marked_in_the_subject_index() {
+    let store = MemoryStore::default();
+    let (old, _) = put(
+        &store,
+        &new_fact("plan", "On the basic plan", FactOrigin::Client),
+    );
+    let (new, outcome) = put(
+        &store,
+        &new_fact("plan", "On the premium plan", FactOrigin::Client),
+    );
+    assert!(matches!(outcome, PutOutcome::Superseded(_)));
+    let entries = store
+        .engine()
+        .scan_rev(&mnemo::store::keys::subject_facts_of("ns", "u"), 10)
+        .unwrap();
+    let value = |id: &str| {
+        entries
+            .iter()
+            .find(|(k, _)| k.ends_with(id.as_bytes()))
+            .map(|(_, v)| v.clone())
+            .expect("an index entry")
+    };
+    assert_eq!(value(&old.fact_id), b"s");
+    assert!(value(&new.fact_id).is_empty());
+    let current = |store: &MemoryStore| {
+        let recent = store.recent_facts("ns", "u", 10, 100).unwrap();
+        let (listed, _) = store
+            .list_facts("ns", &filter(Some("u"), false), None, 10, 100)
+            .unwrap();
+        (
+            ids(&recent)
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+            ids(&listed)
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let want = vec![new.fact_id.clone()];
+    assert_eq!(current(&store), (want.clone(), want.clone()));
+    // As an earlier release left it: the same answers.
+    store
+        .engine()
+        .apply(vec![Write::Put(
+            mnemo::store::keys::subject_fact("ns", "u", &old.fact_id),
+            Vec::new(),
+        )])
+        .unwrap();
+    assert_eq!(current(&store), (want.clone(), want));
+    let (history, _) = store
+        .list_facts("ns", &filter(Some("u"), true), None, 10, 100)
+        .unwrap();
+    assert_eq!(history.len(), 2);
+}
+
 #[test]
 fn recent_facts_put_within_a_millisecond_are_newest_first() {
     let store = MemoryStore::default();

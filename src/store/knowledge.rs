@@ -20,6 +20,21 @@ use crate::model::{
     IndexChange, PendingAction, PutOutcome,
 };
 
+/// The value of a subject index entry whose fact is superseded. Entries of
+/// current facts are empty, as are all entries written before the mark
+/// existed: an empty entry is read to learn whether its fact is current,
+/// a marked one is skipped unread when only current facts are wanted.
+const SUPERSEDED: &[u8] = b"s";
+
+/// The subject index entry's value for `fact`.
+fn index_value(fact: &Fact) -> Vec<u8> {
+    if fact.is_current() {
+        Vec::new()
+    } else {
+        SUPERSEDED.to_vec()
+    }
+}
+
 fn fact_not_found(ns: &str, fact_id: &str) -> Error {
     Error::NotFound(format!("fact {fact_id:?} not found in namespace {ns:?}"))
 }
@@ -120,11 +135,22 @@ impl<E: Engine> KvStore<E> {
     }
 
     /// The current facts among the subject index entries `index`, in
-    /// their order, at most `limit`. Versions are read a chunk at a time
-    /// (superseded ones are skipped, so a chunk may not fill the page).
-    fn current_facts(&self, ns: &str, index: &[Entry], limit: usize) -> Result<Vec<Fact>> {
-        let mut out = Vec::new();
-        for chunk in index.chunks(limit.clamp(16, 256)) {
+    /// their order, appended to `out` until it holds `limit`. Entries
+    /// marked superseded are skipped unread; the others are read a chunk
+    /// at a time (an unmarked entry of an earlier release may still name a
+    /// superseded version, so a chunk may not fill the page).
+    fn current_facts(
+        &self,
+        ns: &str,
+        index: &[Entry],
+        limit: usize,
+        out: &mut Vec<Fact>,
+    ) -> Result<()> {
+        if out.len() >= limit {
+            return Ok(());
+        }
+        let unmarked: Vec<&Entry> = index.iter().filter(|(_, v)| v != SUPERSEDED).collect();
+        for chunk in unmarked.chunks(limit.clamp(16, 256)) {
             let ids: Vec<&[u8]> = chunk.iter().map(|(k, _)| keys::last_component(k)).collect();
             let keys: Vec<Vec<u8>> = ids
                 .iter()
@@ -138,12 +164,12 @@ impl<E: Engine> KvStore<E> {
                 if f.is_current() {
                     out.push(f);
                     if out.len() == limit {
-                        return Ok(out);
+                        return Ok(());
                     }
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -168,12 +194,16 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
                 PutOutcome::Created | PutOutcome::Superseded(_) => {
                     batch.push(Write::Put(
                         keys::subject_fact(ns, subject, &fact.fact_id),
-                        Vec::new(),
+                        index_value(fact),
                     ));
                     batch.push(Write::Put(pointer_of(fact), codec::encode(&fact.fact_id)?));
                 }
             }
             if let PutOutcome::Superseded(old) = &plan.outcome {
+                batch.push(Write::Put(
+                    keys::subject_fact(ns, subject, &old.fact_id),
+                    index_value(old),
+                ));
                 batch.push(Write::Put(
                     keys::fact(ns, &old.fact_id),
                     codec::encode(old.as_ref())?,
@@ -220,8 +250,11 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
                     &keys::subject_facts_of(ns, subject),
                     limit,
                     scan_limit,
-                    |k, _| {
+                    |k, v| {
                         let id = String::from_utf8_lossy(keys::last_component(k)).into_owned();
+                        if v == SUPERSEDED && !filter.include_history {
+                            return Ok((id, None));
+                        }
                         // An index entry without its fact: deleted meanwhile.
                         let fact = read_fact(self.engine(), ns, &id)?.filter(|f| filter.matches(f));
                         Ok((id, fact))
@@ -255,16 +288,22 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
     ) -> Result<Vec<Fact>> {
         // Fact ids are ULIDs: the subject index read backwards is newest
         // first. It is read twice as far as the page first, and to
-        // `scan_limit` only when superseded versions left the page short.
+        // `scan_limit` only when superseded versions left the page short
+        // (the entries read already are not read again).
         let prefix = keys::subject_facts_of(ns, subject);
         let first = limit.saturating_mul(2).min(scan_limit);
         let near = self.engine().scan_rev(&prefix, first)?;
-        let found = self.current_facts(ns, &near, limit)?;
+        let mut found = Vec::with_capacity(limit);
+        self.current_facts(ns, &near, limit, &mut found)?;
         if found.len() == limit || near.len() < first {
             return Ok(found);
         }
         let far = self.engine().scan_rev(&prefix, scan_limit)?;
-        self.current_facts(ns, &far, limit)
+        let last_read = near.last().map(|(k, _)| k.as_slice()).unwrap_or_default();
+        let older = far.iter().position(|(k, _)| k.as_slice() < last_read);
+        let rest = older.map_or(&[][..], |i| &far[i..]);
+        self.current_facts(ns, rest, limit, &mut found)?;
+        Ok(found)
     }
 
     fn revise_facts(
@@ -297,6 +336,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
                         }
                         FactFate::Rewrite(f) => {
                             batch.push(Write::Put(keys::fact(ns, &id), codec::encode(f.as_ref())?));
+                            batch.push(Write::Put(k.clone(), index_value(&f)));
                         }
                     }
                     notes.push(IndexChange::Fact {
