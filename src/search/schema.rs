@@ -68,8 +68,8 @@ pub(super) struct Fields {
     pub(super) time: Field,
     /// `text`, `context` and `speaker` again, each word prefixed with the
     /// record's subject (`scoped.rs`): a subject's own postings, so a
-    /// search of one subject is a plain disjunction of terms that skips
-    /// what cannot reach the top hits, however large the index.
+    /// search of one subject is a plain disjunction of terms that reads
+    /// that subject's records only, however large the index.
     pub(super) scoped_text: Field,
     pub(super) scoped_context: Field,
     pub(super) scoped_speaker: Field,

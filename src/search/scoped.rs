@@ -2,10 +2,13 @@
 //! time with each of its words prefixed by the subject (namespace and
 //! subject id), so the records of one subject that hold a word are one
 //! posting list of their own. A search of one subject is then a plain
-//! disjunction of term queries, which tantivy ranks with block-max WAND:
-//! it skips the blocks of postings that cannot reach the top hits, so its
-//! cost follows the hits asked for rather than the subject's history.
-//! Scope filters (`query.rs`) would make every matching record be scored.
+//! disjunction of term queries that reads only that subject's records;
+//! scope filters (`query.rs`) would make every record of the index that
+//! holds a query word be scored. Its cost still follows the subject's
+//! history: tantivy scores the disjunction exhaustively, its block-max
+//! WAND applying only when every term is in the segment searched (a word
+//! that names nobody has no speaker postings). WAND forced segment by
+//! segment was measured slower here (docs/benchmarks.md).
 //!
 //! The pruned search ranks the top candidates by the same weights as the
 //! filtered one; its tiers (records holding two of the query's words
