@@ -22,7 +22,7 @@
 //!
 //! Data: `MNEMO_RETRIEVAL_SET` (comma-separated paths; default the committed
 //! BFCL v4 memory fixture, `tests/fixtures/memory_bfcl/dev.json`). The
-//! format is described in `scripts/convert_bfcl_memory.py`.
+//! format is described in `scripts/bfcl_memory_to_dev_set.py`.
 //!
 //! When a PostgreSQL server is at hand (as for the tests: its binaries
 //! installed, or `MNEMO_TEST_POSTGRES_URL`), `quality` also ranks the same
