@@ -20,7 +20,8 @@ impl FoldState {
     /// The summary of everything folded so far.
     pub fn render(&self, ctx: &SummaryContext) -> SessionSummary {
         let review = |text: &str| ctx.high_risk && rules::is_irreversible(text);
-        let (shown_decisions, shown_actions, cut) = self.ranked_items();
+        let (topics, weights) = self.topic_segments();
+        let (shown_decisions, shown_actions, cut) = self.ranked_items(&topics);
         let decisions: Vec<Decision> = shown_decisions
             .iter()
             .map(|d| Decision {
@@ -47,7 +48,6 @@ impl FoldState {
             || pending_actions.iter().any(|a| a.requires_human_review)
             || tool_calls.iter().any(|t| t.requires_human_review);
 
-        let (topics, weights) = self.topic_segments();
         let topic = weights
             .iter()
             .enumerate()
@@ -135,7 +135,10 @@ impl FoldState {
     /// The decisions and actions the summary shows, in their order: all
     /// of them when they fit [`rules::items_shown`], else the most salient
     /// ones above [`rules::MIN_SALIENCE`]; and how many were left out.
-    pub(super) fn ranked_items(&self) -> (Vec<&Decision>, Vec<&PendingAction>, usize) {
+    pub(super) fn ranked_items(
+        &self,
+        topics: &[TopicSegment],
+    ) -> (Vec<&Decision>, Vec<&PendingAction>, usize) {
         let decisions: Vec<&Decision> = self.decisions.iter().map(|d| &d.decision).collect();
         let actions: Vec<&PendingAction> = self.actions.iter().collect();
         let limit = rules::items_shown(self.conv_words);
@@ -165,15 +168,34 @@ impl FoldState {
             }
             s
         };
+        // Items that name the topic of the stretch they were said in are
+        // its substance; asides are not.
+        let on_topic = |text: &str, seqs: &[u64]| {
+            let Some(&first) = seqs.first() else {
+                return 0.0;
+            };
+            let named = topics
+                .iter()
+                .filter(|t| t.first_seq <= first && first <= t.last_seq)
+                .any(|t| rules::names_topic(text, &t.topic));
+            if named {
+                rules::TOPIC_SALIENCE
+            } else {
+                0.0
+            }
+        };
         // (score, first seq, is_action, index)
         let mut ranked: Vec<(f32, u64, bool, usize)> = Vec::with_capacity(total);
         for (i, d) in decisions.iter().enumerate() {
-            let s =
-                rules::text_salience(&d.decision, "") + engine(&d.evidence_seqs, d.agreed_by.len());
+            let s = rules::text_salience(&d.decision, "")
+                + engine(&d.evidence_seqs, d.agreed_by.len())
+                + on_topic(&d.decision, &d.evidence_seqs);
             ranked.push((s, d.evidence_seqs.first().copied().unwrap_or(0), false, i));
         }
         for (i, a) in actions.iter().enumerate() {
-            let mut s = rules::text_salience(&a.action, &a.owner) + engine(&a.evidence_seqs, 1);
+            let mut s = rules::text_salience(&a.action, &a.owner)
+                + engine(&a.evidence_seqs, 1)
+                + on_topic(&a.action, &a.evidence_seqs);
             if a.status == ActionStatus::Done {
                 s -= 1.0;
             }

@@ -328,7 +328,7 @@ const FORECAST_VERBS: &[&str] = &[
 
 /// Words that may stand between a future cue and its verb ("we will
 /// probably just have", "we will, we will see").
-const FUTURE_ADVERBS: &[&str] = &[
+pub(crate) const FUTURE_ADVERBS: &[&str] = &[
     "also",
     "just",
     "probably",
@@ -390,14 +390,17 @@ pub(crate) fn is_forecast(n: &Norm) -> bool {
 }
 
 pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
-    let Some(pos) = [n.find_any(FUTURE_CUES), n.find_any(COMMITMENTS)]
+    // "The XML markup has to be clear" commits nobody, but "the data must
+    // be removed" requires work (see `requirements.rs`).
+    let required = passive_requirement(n);
+    let Some(pos) = [n.find_any(FUTURE_CUES), n.find_any(COMMITMENTS), required]
         .into_iter()
         .flatten()
         .min()
     else {
         return false;
     };
-    if is_forecast(n) {
+    if required.is_none() && is_forecast(n) {
         return false;
     }
     // "I just hope we will join soon.": a wish, not a commitment.

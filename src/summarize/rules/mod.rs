@@ -21,6 +21,7 @@ mod noise;
 mod numbers;
 mod proposals;
 mod questions;
+mod requirements;
 mod risk;
 mod salience;
 #[cfg(test)]
@@ -39,6 +40,7 @@ pub use self::noise::*;
 pub use self::numbers::*;
 pub use self::proposals::*;
 pub use self::questions::*;
+pub use self::requirements::*;
 pub use self::risk::*;
 pub use self::salience::*;
 pub use self::text::*;

@@ -7,7 +7,8 @@
 //! questions ("the question is whether…"), disfluent rambling and items
 //! with fewer than three words of substance rank low.
 //! The engine adds what the words cannot tell: agreement by others,
-//! restatement, and where in the session the item was said.
+//! restatement, where in the session the item was said, and whether it
+//! names the topic of its stretch of the session ([`names_topic`]).
 //!
 //! How many decisions and actions a summary shows scales with what was
 //! said ([`items_shown`]): about 25 an hour of speech.
@@ -44,6 +45,19 @@ pub const FLOOR_SALIENCE: f32 = 1.0;
 /// at or below this salience are left out even if the bound has room:
 /// fewer than three words of substance and nothing else for them.
 pub const MIN_SALIENCE: f32 = -2.0;
+
+/// What an item gains when it names what its stretch of the session is
+/// about (a word of its topic segment's name): the substance of the
+/// discussion rather than an aside ("Invited speakers, ugh. Okay, I will
+/// read it."). Worth as much as the speaker's own "I will".
+pub const TOPIC_SALIENCE: f32 = 1.0;
+
+/// Whether `text` names the topic `topic` (a topic segment's name): they
+/// share a stemmed content word.
+pub fn names_topic(text: &str, topic: &str) -> bool {
+    let words = content_words(text);
+    content_words(topic).iter().any(|w| words.contains(w))
+}
 
 /// Phrases that state a decision outright.
 const STRONG_DECISIONS: &[&str] = &[
@@ -233,6 +247,21 @@ mod tests {
             "PERSON12",
         );
         assert!(mine > ours, "{mine} > {ours}");
+    }
+
+    #[test]
+    fn an_item_names_its_topic_by_a_shared_content_word() {
+        // ELITR test meeting 003: the data and its deadline are what the
+        // stretch is about; reading a list of invited speakers is an aside.
+        let topic = "data processing";
+        assert!(names_topic(
+            "The thing is that we need to have all the data processed by February mid.",
+            topic
+        ));
+        assert!(!names_topic(
+            "Invited speakers, ugh. Okay, uh, okay, I will read it.",
+            topic
+        ));
     }
 
     #[test]
