@@ -36,12 +36,9 @@ more session after its real ones (`<subject>-open`, dated a day after the
 subject's last message) holding one user turn "Hi again.", as the BFCL
 converter (scripts/bfcl_memory_to_dev_set.py) does.
 
-Output format:
-  {"source": str,
-   "subjects": [{"subject_id", "sessions": [{"session_id", "date" (RFC 3339),
-                 "turns": [{"role", "speaker", "content"}]}]}],
-   "questions": [{"subject_id", "question", "answers": [str],
-                  "evidence": [{"session_id", "index"}], "category"}]}
+Output format: the retrieval development-set format documented in
+scripts/bfcl_memory_to_dev_set.py (read by `cargo bench --bench retrieval`);
+"category" is REALTALK's category number as a string.
 
 Usage: realtalk_to_dev_set.py [--hi-again] DATA_DIR OUT.json
 """
