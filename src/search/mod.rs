@@ -30,8 +30,8 @@ use crate::error::{Error, Result};
 use crate::model::{Episode, Fact, FactOrigin, IndexChange, Session, Turn, UnixNanos};
 pub use schema::turn_time;
 use schema::{
-    episode_key, fact_key, role_tag, schema, seconds, session_key, turn_key, turn_text, Fields,
-    ANALYZER,
+    episode_key, fact_key, only_asks, role_tag, schema, seconds, session_key, turn_key, turn_text,
+    Fields, ANALYZER,
 };
 
 /// Most hits a search may ask for.
@@ -312,6 +312,9 @@ impl SearchIndex {
         }
         doc.add_text(f.speaker, &t.speaker);
         doc.add_u64(f.time, seconds(turn_time(t)));
+        if t.tool_call.is_none() && only_asks(&t.content) {
+            doc.add_u64(f.asks, 1);
+        }
         w.add_document(doc).map_err(index_error)?;
         Ok(())
     }

@@ -16,8 +16,8 @@ use tantivy::snippet::SnippetGenerator;
 use tantivy::{DocAddress, Searcher, TantivyDocument, Term};
 
 use super::schema::{
-    own_weight, role_from_tag, session_key, CONTEXT_BOOST, PHRASE_BOOST, SPEAKER_BOOST,
-    TIME_CUE_BOOST, WHEN_BOOST,
+    own_weight, role_from_tag, session_key, ASKING_WEIGHT, CONTEXT_BOOST, PHRASE_BOOST,
+    SPEAKER_BOOST, TIME_CUE_BOOST, WHEN_BOOST,
 };
 use super::scoped::{scope, Ranked};
 use super::{index_error, when, Hit, Kind, SearchIndex, SearchQuery};
@@ -303,18 +303,26 @@ impl SearchIndex {
         } else {
             None
         };
-        // Times from the column (documents are read only as far as the
-        // hits reach): recency only breaks ties.
-        let mut times = Vec::with_capacity(searcher.segment_readers().len());
+        // Times and question marks from their columns (documents are read
+        // only as far as the hits reach): a turn that only asks weighs
+        // less, and recency only breaks ties.
+        let mut columns = Vec::with_capacity(searcher.segment_readers().len());
         for reader in searcher.segment_readers() {
-            times.push(reader.fast_fields().u64("time").map_err(index_error)?);
+            let fast = reader.fast_fields();
+            columns.push((
+                fast.u64("time").map_err(index_error)?,
+                fast.u64("asks").map_err(index_error)?,
+            ));
         }
         let mut found: Vec<(u8, f32, u64, DocAddress)> = top
             .into_iter()
             .map(|(tier, score, addr)| {
-                let time = times[addr.segment_ord as usize]
-                    .first(addr.doc_id)
-                    .unwrap_or(0);
+                let (time, asks) = &columns[addr.segment_ord as usize];
+                let time = time.first(addr.doc_id).unwrap_or(0);
+                let score = match asks.first(addr.doc_id) {
+                    Some(1) => score * ASKING_WEIGHT,
+                    _ => score,
+                };
                 (tier, score, time, addr)
             })
             .collect();

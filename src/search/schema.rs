@@ -38,6 +38,35 @@ pub(super) const TIME_CUE_BOOST: f32 = 0.5;
 /// Score added to a record from the period a query names.
 pub(super) const WHEN_BOOST: f32 = 1.5;
 
+/// Factor on the score of a turn that only asks ([`only_asks`]): a
+/// question is answered by a statement, and the turn asking it shares the
+/// question's words without holding the answer ("What tv show are you
+/// watching?" for "What TV show was Kate watching?").
+pub(super) const ASKING_WEIGHT: f32 = 0.5;
+
+/// Whether every sentence of `content` is a question.
+pub(super) fn only_asks(content: &str) -> bool {
+    let mut any = false;
+    let mut sentence = String::new();
+    let mut chars = content.trim().chars().peekable();
+    while let Some(c) = chars.next() {
+        sentence.push(c);
+        let ends = matches!(c, '.' | '!' | '?' | '\n')
+            && chars.peek().is_none_or(|n| n.is_whitespace() || *n == '\n');
+        if ends || chars.peek().is_none() {
+            let s = sentence.trim_end_matches(|x: char| x.is_whitespace() || x == '!');
+            if s.chars().any(char::is_alphanumeric) {
+                if !s.ends_with('?') {
+                    return false;
+                }
+                any = true;
+            }
+            sentence.clear();
+        }
+    }
+    any
+}
+
 /// The text analyzer of the text fields.
 pub(super) const ANALYZER: &str = "mnemo_en";
 
@@ -66,6 +95,8 @@ pub(super) struct Fields {
     /// a turn when it gave one. Ranks equal scores newest first and
     /// matches dates named in a query.
     pub(super) time: Field,
+    /// 1 for a turn that only asks ([`only_asks`]), else absent.
+    pub(super) asks: Field,
     /// `text`, `context` and `speaker` again, each word prefixed with the
     /// record's subject (`scoped.rs`): a subject's own postings, so a
     /// search of one subject is a plain disjunction of terms that reads
@@ -107,6 +138,7 @@ pub(super) fn schema() -> (Schema, Fields) {
         context: b.add_text_field("context", analyzed(false, false)),
         speaker: b.add_text_field("speaker", analyzed(false, false)),
         time: b.add_u64_field("time", STORED | INDEXED | FAST),
+        asks: b.add_u64_field("asks", FAST),
         scoped_text: b.add_text_field("scoped_text", analyzed(false, false)),
         scoped_context: b.add_text_field("scoped_context", analyzed(false, false)),
         scoped_speaker: b.add_text_field("scoped_speaker", analyzed(false, false)),
@@ -173,4 +205,30 @@ pub fn turn_time(t: &Turn) -> UnixNanos {
 /// Seconds since the epoch, clamped at zero.
 pub(super) fn seconds(t: UnixNanos) -> u64 {
     u64::try_from(t.div_euclid(1_000_000_000)).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::only_asks;
+
+    #[test]
+    fn a_turn_only_asks_when_every_sentence_is_a_question() {
+        for asks in [
+            "What's your cats name?",
+            "Really?! And when did you go? ",
+            "How was the trip?\nDid you see the lake?",
+        ] {
+            assert!(only_asks(asks), "{asks}");
+        }
+        for says in [
+            "",
+            "...",
+            "I had an exam today. How about you?",
+            "Who knows? I started skiing ten years ago.",
+            "Version 2.0? No, 2.1 shipped.",
+            "Wow!",
+        ] {
+            assert!(!only_asks(says), "{says}");
+        }
+    }
 }

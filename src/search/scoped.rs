@@ -416,4 +416,22 @@ mod tests {
         let q = query("ns", "pair", "kate", false);
         assert_eq!(hits(&idx, &q).len(), 5);
     }
+
+    #[test]
+    fn an_answer_outranks_the_question_that_asks_it() {
+        let (idx, _) = SearchIndex::open(None).expect("index");
+        let said = [
+            ("tom", "Any good tv lately? What tv show are you watching?"),
+            ("kate", "I started watching Casa de Papel."),
+            ("tom", "Nice, I love a heist."),
+            ("kate", "It's about a heist indeed."),
+        ];
+        index_said(&idx, "ns", "pair", "s1", &said);
+        for phrases in [false, true] {
+            let q = query("ns", "pair", "What TV show was Kate watching?", phrases);
+            let found = hits(&idx, &q);
+            assert_eq!(found.first(), Some(&("s1".to_owned(), 2)), "{found:?}");
+            assert!(found.contains(&("s1".to_owned(), 1)), "still found");
+        }
+    }
 }
