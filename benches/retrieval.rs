@@ -714,12 +714,25 @@ async fn latency(path: &str, sizes: &[usize]) {
         let d = start().await;
         let mut c = connect(d.addr).await;
         let per = 500.min(n);
-        let sessions: Vec<Session> = (0..n.div_ceil(per))
+        let count = n.div_ceil(per);
+        // The pool is laid out so that the open (last) session holds the
+        // same turns, on the same day, at every size: only the history
+        // behind it grows.
+        let shift = pool.len() - ((count - 1) * per) % pool.len();
+        let sessions: Vec<Session> = (0..count)
             .map(|i| Session {
                 session_id: format!("lat-{i:05}"),
-                date: format!("2024-{:02}-{:02}T10:00:00Z", 1 + (i / 28) % 12, 1 + i % 28),
+                // Back from the open session's date, a day apart.
+                date: {
+                    let back = count - 1 - i;
+                    format!(
+                        "2024-{:02}-{:02}T10:00:00Z",
+                        12 - (back / 28) % 12,
+                        28 - back % 28
+                    )
+                },
                 turns: (0..per.min(n - i * per))
-                    .map(|k| pool[(i * per + k) % pool.len()].clone())
+                    .map(|k| pool[(i * per + k + shift) % pool.len()].clone())
                     .collect(),
             })
             .collect();
