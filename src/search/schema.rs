@@ -44,24 +44,28 @@ pub(super) const WHEN_BOOST: f32 = 1.5;
 /// watching?" for "What TV show was Kate watching?").
 pub(super) const ASKING_WEIGHT: f32 = 0.5;
 
-/// Whether every sentence of `content` is a question.
+/// Whether every sentence of `content` is a question (ends in "?", an
+/// "!" after it allowed).
 pub(super) fn only_asks(content: &str) -> bool {
     let mut any = false;
-    let mut sentence = String::new();
+    // The sentence so far: whether it has a word, and its last mark.
+    let (mut words, mut last) = (false, None);
     let mut chars = content.trim().chars().peekable();
     while let Some(c) = chars.next() {
-        sentence.push(c);
-        let ends = matches!(c, '.' | '!' | '?' | '\n')
-            && chars.peek().is_none_or(|n| n.is_whitespace() || *n == '\n');
-        if ends || chars.peek().is_none() {
-            let s = sentence.trim_end_matches(|x: char| x.is_whitespace() || x == '!');
-            if s.chars().any(char::is_alphanumeric) {
-                if !s.ends_with('?') {
+        words |= c.is_alphanumeric();
+        if !c.is_whitespace() && c != '!' {
+            last = Some(c);
+        }
+        let next = chars.peek();
+        let ends = matches!(c, '.' | '!' | '?' | '\n') && next.is_none_or(|n| n.is_whitespace());
+        if ends || next.is_none() {
+            if words {
+                if last != Some('?') {
                     return false;
                 }
                 any = true;
             }
-            sentence.clear();
+            (words, last) = (false, None);
         }
     }
     any
