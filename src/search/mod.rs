@@ -580,3 +580,37 @@ impl SearchIndex {
         self.reader.searcher().num_docs()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_index_of_another_layout_is_moved_aside_and_rebuilt() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("search-index");
+        std::fs::create_dir_all(&dir).expect("dir");
+        // A complete index of an earlier layout (here: one field).
+        let mut b = tantivy::schema::Schema::builder();
+        b.add_text_field("doc_key", tantivy::schema::STRING);
+        let old = Index::create_in_dir(&dir, b.build()).expect("old index");
+        let mut w: IndexWriter<TantivyDocument> = old
+            .writer_with_num_threads(1, WRITER_BYTES)
+            .expect("writer");
+        let mut commit = w.prepare_commit().expect("prepared");
+        commit.set_payload(COMPLETE);
+        commit.commit().expect("committed");
+        drop((w, old));
+
+        let (idx, rebuild) = SearchIndex::open(Some(&dir)).expect("opened");
+        assert!(rebuild, "another layout is rebuilt from the store");
+        assert!(!idx.is_ready(), "searches wait for the rebuild");
+        assert_eq!(idx.index.schema(), schema().0);
+        let aside = std::fs::read_dir(tmp.path())
+            .expect("listed")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains(".damaged-"))
+            .count();
+        assert_eq!(aside, 1, "the old index is kept aside");
+    }
+}
