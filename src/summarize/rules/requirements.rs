@@ -75,6 +75,9 @@ mod tests {
         ));
         assert!(passive("And all person's data must be removed."));
         assert!(passive(
+            "The recordings should be, um, uh, transcribed first."
+        ));
+        assert!(passive(
             "The de-identification procedure has to be written."
         ));
     }
