@@ -46,6 +46,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+// The daemon runs in this process: the allocator the binary uses.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let which = match Which::from_args() {
         Ok(w) => w,

@@ -52,6 +52,10 @@ use serde::Deserialize;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 
+// The daemon runs in this process: the allocator the binary uses.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../tests/common/postgres.rs"]
 mod pg;
 #[path = "retrieval/pg_fts.rs"]

@@ -188,6 +188,8 @@ pub struct SearchIndex {
     writer: Mutex<IndexWriter<TantivyDocument>>,
     f: Fields,
     ready: AtomicBool,
+    /// See [`scoped::LEADING_POSTINGS`] (tests lower it).
+    leading_postings: u64,
 }
 
 impl SearchIndex {
@@ -227,6 +229,7 @@ impl SearchIndex {
             writer: Mutex::new(writer),
             f,
             ready: AtomicBool::new(!rebuild),
+            leading_postings: scoped::LEADING_POSTINGS,
         };
         Ok((s, rebuild))
     }

@@ -20,8 +20,10 @@ use std::collections::HashSet;
 use std::ops::Bound;
 
 use tantivy::collector::TopDocs;
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::postings::{Postings, SegmentPostings};
 use tantivy::query::{
-    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery,
+    Bm25Weight, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{PreTokenizedString, Token};
@@ -33,6 +35,16 @@ use crate::error::Result;
 
 /// Candidates ranked per hit wanted before they are sorted into tiers.
 const CANDIDATES_PER_HIT: usize = 2;
+/// Postings read, about, to find a subject's candidates: its query words
+/// are taken rarest first while their postings together stay within this;
+/// the commoner ones (a name that is every other turn's speaker, a word
+/// said every day) only score the candidates found, read by seeking. A
+/// subject of a few thousand records is searched whole; a long history
+/// costs about the same as a short one.
+pub(super) const LEADING_POSTINGS: u64 = 2_000;
+/// How many more candidates the leading words rank when some words were
+/// left to rescoring.
+const WIDER_FIRST_STAGE: usize = 4;
 
 /// A candidate: its tier (0 = two of the query's words its own), score and
 /// address.
@@ -111,33 +123,47 @@ impl SearchIndex {
         let scope = scope(&q.namespace, subject);
         let f = self.f;
         let term = |field: Field, t: &str| Term::from_field_text(field, &format!("{scope}{t}"));
-        let weighted = |field: Field, t: &str, boost: f32| -> (Occur, Box<dyn Query>) {
-            let q: Box<dyn Query> =
-                Box::new(TermQuery::new(term(field, t), IndexRecordOption::WithFreqs));
-            if boost == 1.0 {
-                (Occur::Should, q)
-            } else {
-                (Occur::Should, Box::new(BoostQuery::new(q, boost)))
-            }
-        };
-        let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+        let weighted: Vec<(Term, f32)> = terms
             .iter()
             .zip(named)
             .flat_map(|(t, &named)| {
                 let own = own_weight(named);
                 [
-                    weighted(f.scoped_text, t, own),
-                    weighted(f.scoped_context, t, CONTEXT_BOOST * own),
-                    weighted(f.scoped_speaker, t, SPEAKER_BOOST),
+                    (term(f.scoped_text, t), own),
+                    (term(f.scoped_context, t), CONTEXT_BOOST * own),
+                    (term(f.scoped_speaker, t), SPEAKER_BOOST),
                 ]
             })
             .chain(
                 cues.iter()
-                    .map(|t| weighted(f.scoped_text, t, TIME_CUE_BOOST)),
+                    .map(|t| (term(f.scoped_text, t), TIME_CUE_BOOST)),
             )
             .collect();
+        let (leading, rest) = by_postings(searcher, weighted, self.leading_postings)?;
+        let clauses: Vec<(Occur, Box<dyn Query>)> = leading
+            .into_iter()
+            .map(|(t, boost)| {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
+                if boost == 1.0 {
+                    (Occur::Should, q)
+                } else {
+                    (
+                        Occur::Should,
+                        Box::new(BoostQuery::new(q, boost)) as Box<dyn Query>,
+                    )
+                }
+            })
+            .collect();
         let words = BooleanQuery::new(clauses);
-        let top_k = TopDocs::with_limit(fetch * CANDIDATES_PER_HIT);
+        let wanted = fetch * CANDIDATES_PER_HIT;
+        // Ranked by the leading words alone, a candidate may still move up
+        // on the rest: more of them are ranked, and then rescored.
+        let first = if rest.is_empty() {
+            wanted
+        } else {
+            wanted * WIDER_FIRST_STAGE
+        };
+        let top_k = TopDocs::with_limit(first);
         let mut found = searcher.search(&words, &top_k).map_err(index_error)?;
         if let Some((from, to)) = when::period(&q.query, q.reference_time) {
             // The records of the period a query names score their words
@@ -160,7 +186,12 @@ impl SearchIndex {
             found.retain(|(_, a)| !dated_docs.contains(a));
             found.extend(dated.into_iter().map(|(s, a)| (s + WHEN_BOOST, a)));
             found.sort_by(|a, b| b.0.total_cmp(&a.0));
-            found.truncate(fetch * CANDIDATES_PER_HIT);
+            found.truncate(first);
+        }
+        if !rest.is_empty() {
+            add_scores(searcher, &mut found, &rest)?;
+            found.sort_by(|a, b| b.0.total_cmp(&a.0));
+            found.truncate(wanted);
         }
         // Without time words every candidate holds one of the query's words
         // (on its text, a neighbour or its speaker); with them, a record
@@ -190,22 +221,99 @@ impl SearchIndex {
     }
 }
 
-/// For each candidate, how many of the query's words it holds in its own
-/// text or speaker, and whether it holds any of `word_terms`. `word_terms`
-/// holds `per_word` terms for each word in turn, its text and speaker
-/// terms first (then its neighbours'); the candidates' postings are read
-/// by seeking, in doc order.
-fn words_matched(
+/// Splits the scoring terms into those that find the candidates (the
+/// rarest, while their postings stay within `limit`; always at least one)
+/// and the rest; a term no record holds is in neither.
+#[allow(clippy::type_complexity)]
+fn by_postings(
+    searcher: &Searcher,
+    weighted: Vec<(Term, f32)>,
+    limit: u64,
+) -> Result<(Vec<(Term, f32)>, Vec<(Term, f32)>)> {
+    let mut counted = Vec::with_capacity(weighted.len());
+    for (t, boost) in weighted {
+        let n = searcher.doc_freq(&t).map_err(index_error)?;
+        if n > 0 {
+            counted.push((n, t, boost));
+        }
+    }
+    counted.sort_by_key(|(n, _, _)| *n);
+    let (mut leading, mut rest) = (Vec::new(), Vec::new());
+    let mut total = 0u64;
+    for (n, t, boost) in counted {
+        total += n;
+        if leading.is_empty() || total <= limit {
+            leading.push((t, boost));
+        } else {
+            rest.push((t, boost));
+        }
+    }
+    Ok((leading, rest))
+}
+
+/// Adds to each candidate's score what `rest` scores on it, as the term
+/// queries would (BM25 over the whole index's statistics, boosted).
+fn add_scores(
+    searcher: &Searcher,
+    found: &mut [(f32, DocAddress)],
+    rest: &[(Term, f32)],
+) -> Result<()> {
+    let weights = rest
+        .iter()
+        .map(|(t, boost)| {
+            Ok(Bm25Weight::for_terms(searcher, std::slice::from_ref(t))
+                .map_err(index_error)?
+                .boost_by(*boost))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let terms: Vec<Term> = rest.iter().map(|(t, _)| t.clone()).collect();
+    let mut added = vec![0.0f32; found.len()];
+    let mut norms: Option<(u32, Vec<FieldNormReader>)> = None;
+    seek_postings(
+        searcher,
+        found,
+        &terms,
+        IndexRecordOption::WithFreqs,
+        |i, k, postings| {
+            let segment = found[i].1.segment_ord;
+            if norms.as_ref().is_none_or(|(s, _)| *s != segment) {
+                let reader = searcher.segment_reader(segment);
+                let readers = terms
+                    .iter()
+                    .map(|t| {
+                        Ok(reader
+                            .fieldnorms_readers()
+                            .get_field(t.field())
+                            .map_err(index_error)?
+                            .unwrap_or_else(|| FieldNormReader::constant(reader.max_doc(), 1)))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                norms = Some((segment, readers));
+            }
+            let (_, readers) = norms.as_ref().expect("set above");
+            let norm = readers[k].fieldnorm_id(found[i].1.doc_id);
+            added[i] += weights[k].score(norm, postings.term_freq());
+            Ok(())
+        },
+    )?;
+    for (c, a) in found.iter_mut().zip(added) {
+        c.0 += a;
+    }
+    Ok(())
+}
+
+/// Calls `visit(candidate, term, postings)` for each candidate of `found`
+/// that holds each of `terms`, the postings positioned on it. Postings are
+/// read by seeking, candidates in doc order, segment by segment.
+fn seek_postings(
     searcher: &Searcher,
     found: &[(f32, DocAddress)],
-    word_terms: &[Term],
-    per_word: usize,
-) -> Result<Vec<(u32, bool)>> {
+    terms: &[Term],
+    option: IndexRecordOption,
+    mut visit: impl FnMut(usize, usize, &SegmentPostings) -> Result<()>,
+) -> Result<()> {
     let mut order: Vec<usize> = (0..found.len()).collect();
     order.sort_by_key(|&i| found[i].1);
-    // Bit per query word (at most 64, `MAX_TERMS`): own, and any field.
-    let mut own = vec![0u64; found.len()];
-    let mut any = vec![false; found.len()];
     let mut start = 0;
     while start < order.len() {
         let segment = found[order[start]].1.segment_ord;
@@ -214,10 +322,10 @@ fn words_matched(
             .position(|&i| found[i].1.segment_ord != segment)
             .map_or(order.len(), |n| start + n);
         let reader = searcher.segment_reader(segment);
-        for (k, term) in word_terms.iter().enumerate() {
+        for (k, term) in terms.iter().enumerate() {
             let index = reader.inverted_index(term.field()).map_err(index_error)?;
             let Some(mut postings) = index
-                .read_postings(term, IndexRecordOption::Basic)
+                .read_postings(term, option)
                 .map_err(|e| index_error(e.into()))?
             else {
                 continue;
@@ -231,15 +339,42 @@ fn words_matched(
                     break;
                 }
                 if postings.doc() == doc {
-                    any[i] = true;
-                    if k % per_word < 2 {
-                        own[i] |= 1u64 << ((k / per_word) % 64);
-                    }
+                    visit(i, k, &postings)?;
                 }
             }
         }
         start = end;
     }
+    Ok(())
+}
+
+/// For each candidate, how many of the query's words it holds in its own
+/// text or speaker, and whether it holds any of `word_terms`. `word_terms`
+/// holds `per_word` terms for each word in turn, its text and speaker
+/// terms first (then its neighbours'); the candidates' postings are read
+/// by seeking, in doc order.
+fn words_matched(
+    searcher: &Searcher,
+    found: &[(f32, DocAddress)],
+    word_terms: &[Term],
+    per_word: usize,
+) -> Result<Vec<(u32, bool)>> {
+    // Bit per query word (at most 64, `MAX_TERMS`): own, and any field.
+    let mut own = vec![0u64; found.len()];
+    let mut any = vec![false; found.len()];
+    seek_postings(
+        searcher,
+        found,
+        word_terms,
+        IndexRecordOption::Basic,
+        |i, k, _| {
+            any[i] = true;
+            if k % per_word < 2 {
+                own[i] |= 1u64 << ((k / per_word) % 64);
+            }
+            Ok(())
+        },
+    )?;
     Ok(own.into_iter().map(u64::count_ones).zip(any).collect())
 }
 
@@ -371,6 +506,41 @@ mod tests {
             assert!(!a.is_empty(), "{text}: found");
             assert_eq!(a, b, "{text}");
         }
+    }
+
+    #[test]
+    fn words_left_out_of_the_first_stage_still_score_its_candidates() {
+        // "coffee" is in every turn, "espresso" in two: with the first
+        // stage read from the rarest word alone, both espresso turns are
+        // found and the one that also says coffee twice comes first, with
+        // the score the whole query gives it.
+        let mut said: Vec<String> = (0..30).map(|i| format!("coffee number {i}")).collect();
+        said.push("An espresso please.".into());
+        said.push("Espresso, then coffee, more coffee.".into());
+        let texts: Vec<&str> = said.iter().map(String::as_str).collect();
+        let scored = |leading: u64| {
+            let (mut idx, _) = SearchIndex::open(None).expect("index");
+            idx.leading_postings = leading;
+            index(&idx, "ns", "ann", "s1", &texts);
+            let q = query("ns", "ann", "espresso coffee", false);
+            idx.search(&q, &mut |_: &Hit| Ok(true))
+                .expect("searched")
+                .into_iter()
+                .map(|h| (h.seq, h.score))
+                .collect::<Vec<_>>()
+        };
+        let (split, whole) = (scored(1), scored(LEADING_POSTINGS));
+        assert_eq!(
+            split.iter().map(|h| h.0).take(2).collect::<Vec<_>>(),
+            [32, 31]
+        );
+        for (a, b) in split.iter().take(2).zip(&whole) {
+            assert_eq!(a.0, b.0);
+            assert!((a.1 - b.1).abs() < 1e-4, "{a:?} vs {b:?}");
+        }
+        // A turn holding only the common word is no candidate then.
+        assert!(split.iter().all(|h| h.0 >= 31), "{split:?}");
+        assert!(whole.iter().any(|h| h.0 < 31), "{whole:?}");
     }
 
     #[test]
