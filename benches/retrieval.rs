@@ -402,6 +402,42 @@ async fn settle(c: &mut Client, data: &Dataset) {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    quiet().await;
+}
+
+/// CPU time this process has used, in clock ticks (Linux; zero elsewhere).
+fn cpu_ticks() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name's closing parenthesis; utime
+            // and stime are the 12th and 13th of them.
+            let rest = s.rsplit_once(')')?.1.to_owned();
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            Some(f.iter().sum())
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until the daemon's background work after a load (the index's
+/// segment merges, the last folds) is done: less than a tenth of a core
+/// used over a second, or a minute passed. What is measured after is a
+/// daemon at rest, at every size alike.
+async fn quiet() {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let before = cpu_ticks();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // 100 ticks a second on Linux: 10 is a tenth of a core.
+        if cpu_ticks().saturating_sub(before) < 10 || Instant::now() > deadline {
+            break;
+        }
+    }
 }
 
 fn flat(s: &Subject) -> Vec<Flat> {

@@ -161,8 +161,14 @@ fn pair(
     shown: &Shown<'_>,
     taken: &HashSet<(String, u64)>,
 ) -> Result<Option<Vec<Turn>>> {
-    let seqs = [hit.seq.saturating_sub(1), hit.seq, hit.seq + 1];
-    let turns = store.get_turns(&session.namespace, &hit.session_id, &seqs)?;
+    // One range read: a point read each is three descents of the tree.
+    let turns = store.read_turns(
+        &session.namespace,
+        &hit.session_id,
+        hit.seq.saturating_sub(1),
+        hit.seq + 1,
+        3,
+    )?;
     let Some(t) = turns.iter().find(|t| t.seq == hit.seq) else {
         // Not stored (an unacknowledged append indexed before a crash).
         return Ok(None);
