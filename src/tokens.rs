@@ -8,7 +8,34 @@
 //! Counting is CPU work: call it from a blocking thread, never directly on
 //! an async runtime thread.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
 use crate::model::{Encoding, NewTurn};
+
+/// Text a [`count_remembered`] memo holds before it starts over, in bytes
+/// (a shard's share of it).
+const MEMO_BYTES: usize = 16 << 20;
+/// Independent parts of the memo, so concurrent bundles seldom wait.
+const MEMO_SHARDS: usize = 16;
+
+/// Counts already made, by encoding and text.
+struct Memo {
+    hasher: RandomState,
+    shards: Vec<Mutex<Shard>>,
+}
+
+#[derive(Default)]
+struct Shard {
+    counts: [HashMap<Box<str>, u32>; 2],
+    bytes: usize,
+}
+
+static MEMO: LazyLock<Memo> = LazyLock::new(|| Memo {
+    hasher: RandomState::new(),
+    shards: (0..MEMO_SHARDS).map(|_| Mutex::default()).collect(),
+});
 
 fn tokenizer(encoding: Encoding) -> &'static bpe_openai::Tokenizer {
     match encoding {
@@ -23,6 +50,39 @@ pub fn count(encoding: Encoding, text: &str) -> usize {
         return 0;
     }
     tokenizer(encoding).count(text)
+}
+
+/// A shard of the memo; a poisoned one only held counts: it starts over.
+fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    m.lock().unwrap_or_else(|e| {
+        let mut g = e.into_inner();
+        *g = Shard::default();
+        g
+    })
+}
+
+/// As [`count`], remembering the count: a bundle measures the same lines
+/// in every request of a session (its summary's items, the subject's
+/// episodes and facts), and counting is most of a bundle's CPU. The memo is
+/// exact (keyed by the whole text) and bounded ([`MEMO_BYTES`]; when a
+/// shard is full it is emptied and fills again).
+pub fn count_remembered(encoding: Encoding, text: &str) -> usize {
+    let memo = &*MEMO;
+    let shard = &memo.shards[memo.hasher.hash_one(text) as usize % MEMO_SHARDS];
+    let slot = usize::from(encoding == Encoding::O200kBase);
+    if let Some(&n) = lock(shard).counts[slot].get(text) {
+        return n as usize;
+    }
+    let n = count(encoding, text);
+    let mut g = lock(shard);
+    if g.bytes + text.len() > MEMO_BYTES / MEMO_SHARDS {
+        *g = Shard::default();
+    }
+    if text.len() <= MEMO_BYTES / MEMO_SHARDS {
+        g.bytes += text.len();
+        g.counts[slot].insert(text.into(), u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    n
 }
 
 /// A lower bound of `text`'s token count in either encoding, without
@@ -54,4 +114,54 @@ pub fn count_turn(encoding: Encoding, turn: &NewTurn) -> u32 {
 pub fn warm_up() {
     count(Encoding::Cl100kBase, "warm up");
     count(Encoding::O200kBase, "warm up");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remembered_count_is_the_count() {
+        let texts = [
+            "- Ship the release notes by Friday (turns 12, 14).\n",
+            "Kate: I recently started watching Casa de Papel!\n",
+            "",
+            "ééé 日本語のテキスト 🦀🦀🦀\n",
+        ];
+        for enc in [Encoding::Cl100kBase, Encoding::O200kBase] {
+            for t in texts {
+                // First from the tokenizer, then from the memo.
+                assert_eq!(count_remembered(enc, t), count(enc, t), "{t:?}");
+                assert_eq!(count_remembered(enc, t), count(enc, t), "{t:?}");
+            }
+        }
+        // The same text counts apart in each encoding.
+        let t = "supercalifragilistic expialidocious tokens";
+        assert_ne!(
+            count(Encoding::Cl100kBase, t),
+            count(Encoding::O200kBase, t)
+        );
+        assert_eq!(
+            count_remembered(Encoding::O200kBase, t),
+            count(Encoding::O200kBase, t)
+        );
+        assert_eq!(
+            count_remembered(Encoding::Cl100kBase, t),
+            count(Encoding::Cl100kBase, t)
+        );
+    }
+
+    #[test]
+    fn a_text_over_a_shard_is_counted_not_kept() {
+        let t = "word ".repeat(MEMO_BYTES / MEMO_SHARDS / 5 + 1);
+        let n = count(Encoding::Cl100kBase, &t);
+        assert_eq!(count_remembered(Encoding::Cl100kBase, &t), n);
+        let memo = &*MEMO;
+        let kept = memo
+            .shards
+            .iter()
+            .any(|s| s.lock().expect("shard").counts[0].contains_key(t.as_str()));
+        assert!(!kept);
+        assert_eq!(count_remembered(Encoding::Cl100kBase, &t), n);
+    }
 }

@@ -37,7 +37,7 @@ impl Line {
 
     pub(super) fn tokens(&mut self, enc: Encoding) -> u32 {
         *self.tokens.get_or_insert_with(|| {
-            u32::try_from(tokens::count(enc, &self.text)).unwrap_or(u32::MAX)
+            u32::try_from(tokens::count_remembered(enc, &self.text)).unwrap_or(u32::MAX)
         })
     }
 }
