@@ -64,7 +64,7 @@ fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 /// As [`count`], remembering the count: a bundle measures the same lines
 /// in every request of a session (its summary's items, the subject's
 /// episodes and facts), and counting is most of a bundle's CPU. The memo is
-/// exact (keyed by the whole text) and bounded ([`MEMO_BYTES`]; when a
+/// exact (keyed by the whole text) and bounded (16 MiB of text; when a
 /// shard is full it is emptied and fills again).
 pub fn count_remembered(encoding: Encoding, text: &str) -> usize {
     let memo = &*MEMO;

@@ -4,11 +4,14 @@
 //! posting list of their own. A search of one subject is then a plain
 //! disjunction of term queries that reads only that subject's records;
 //! scope filters (`query.rs`) would make every record of the index that
-//! holds a query word be scored. Its cost still follows the subject's
-//! history: tantivy scores the disjunction exhaustively, its block-max
-//! WAND applying only when every term is in the segment searched (a word
-//! that names nobody has no speaker postings). WAND forced segment by
-//! segment was measured slower here (docs/benchmarks.md).
+//! holds a query word be scored. tantivy scores a disjunction
+//! exhaustively (its block-max WAND applies only when every term is in the
+//! segment searched, and a word that names nobody has no speaker
+//! postings; WAND forced segment by segment was measured slower here,
+//! docs/benchmarks.md), so the disjunction is bounded instead: the rarest
+//! terms, while their postings stay within [`LEADING_POSTINGS`], find the
+//! candidates, and the commoner ones add their score to those candidates
+//! only, read by seeking.
 //!
 //! The pruned search ranks the top candidates by the same weights as the
 //! filtered one; its tiers (records holding two of the query's words
@@ -16,14 +19,15 @@
 //! frequencies count the subject's records that hold a word, not the
 //! whole index's.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
 use tantivy::collector::TopDocs;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::{Postings, SegmentPostings};
 use tantivy::query::{
-    Bm25Weight, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery,
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query,
+    RangeQuery, TermQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{PreTokenizedString, Token};
@@ -139,7 +143,12 @@ impl SearchIndex {
                     .map(|t| (term(f.scoped_text, t), TIME_CUE_BOOST)),
             )
             .collect();
-        let (leading, rest) = by_postings(searcher, weighted, self.leading_postings)?;
+        let stats = Counted::new(
+            searcher,
+            &weighted,
+            [f.scoped_text, f.scoped_context, f.scoped_speaker],
+        )?;
+        let (leading, rest) = by_postings(&stats, weighted, self.leading_postings);
         let clauses: Vec<(Occur, Box<dyn Query>)> = leading
             .into_iter()
             .map(|(t, boost)| {
@@ -164,7 +173,9 @@ impl SearchIndex {
             wanted * WIDER_FIRST_STAGE
         };
         let top_k = TopDocs::with_limit(first);
-        let mut found = searcher.search(&words, &top_k).map_err(index_error)?;
+        let mut found = searcher
+            .search_with_statistics_provider(&words, &top_k, &stats)
+            .map_err(index_error)?;
         if let Some((from, to)) = when::period(&q.query, q.reference_time) {
             // The records of the period a query names score their words
             // and the period's weight. Ranked apart (the period's records
@@ -181,7 +192,9 @@ impl SearchIndex {
                 ),
                 (Occur::Must, Box::new(words.clone())),
             ]);
-            let dated = searcher.search(&within, &top_k).map_err(index_error)?;
+            let dated = searcher
+                .search_with_statistics_provider(&within, &top_k, &stats)
+                .map_err(index_error)?;
             let dated_docs: HashSet<DocAddress> = dated.iter().map(|(_, a)| *a).collect();
             found.retain(|(_, a)| !dated_docs.contains(a));
             found.extend(dated.into_iter().map(|(s, a)| (s + WHEN_BOOST, a)));
@@ -189,7 +202,7 @@ impl SearchIndex {
             found.truncate(first);
         }
         if !rest.is_empty() {
-            add_scores(searcher, &mut found, &rest)?;
+            add_scores(searcher, &stats, &mut found, &rest)?;
             found.sort_by(|a, b| b.0.total_cmp(&a.0));
             found.truncate(wanted);
         }
@@ -221,22 +234,83 @@ impl SearchIndex {
     }
 }
 
+/// The index's statistics, with the document frequencies of a query's
+/// terms and the token totals of its fields read once: tantivy's weights
+/// would look each up again in every segment, for every query they run.
+struct Counted<'a> {
+    searcher: &'a Searcher,
+    freqs: HashMap<Term, u64>,
+    tokens: HashMap<Field, u64>,
+    docs: u64,
+}
+
+impl<'a> Counted<'a> {
+    fn new<const N: usize>(
+        searcher: &'a Searcher,
+        weighted: &[(Term, f32)],
+        fields: [Field; N],
+    ) -> Result<Counted<'a>> {
+        let mut freqs = HashMap::with_capacity(weighted.len());
+        for (t, _) in weighted {
+            if !freqs.contains_key(t) {
+                freqs.insert(t.clone(), searcher.doc_freq(t).map_err(index_error)?);
+            }
+        }
+        let mut tokens = HashMap::with_capacity(N);
+        for field in fields {
+            let n =
+                Bm25StatisticsProvider::total_num_tokens(searcher, field).map_err(index_error)?;
+            tokens.insert(field, n);
+        }
+        let docs = Bm25StatisticsProvider::total_num_docs(searcher).map_err(index_error)?;
+        Ok(Counted {
+            searcher,
+            freqs,
+            tokens,
+            docs,
+        })
+    }
+
+    /// Documents holding `t` (every term of the query was counted).
+    fn freq(&self, t: &Term) -> u64 {
+        self.freqs.get(t).copied().unwrap_or(0)
+    }
+}
+
+impl Bm25StatisticsProvider for Counted<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        match self.tokens.get(&field) {
+            Some(&n) => Ok(n),
+            None => Bm25StatisticsProvider::total_num_tokens(self.searcher, field),
+        }
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.docs)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        match self.freqs.get(term) {
+            Some(&n) => Ok(n),
+            None => self.searcher.doc_freq(term),
+        }
+    }
+}
+
 /// Splits the scoring terms into those that find the candidates (the
 /// rarest, while their postings stay within `limit`; always at least one)
 /// and the rest; a term no record holds is in neither.
 #[allow(clippy::type_complexity)]
 fn by_postings(
-    searcher: &Searcher,
+    stats: &Counted<'_>,
     weighted: Vec<(Term, f32)>,
     limit: u64,
-) -> Result<(Vec<(Term, f32)>, Vec<(Term, f32)>)> {
-    let mut counted = Vec::with_capacity(weighted.len());
-    for (t, boost) in weighted {
-        let n = searcher.doc_freq(&t).map_err(index_error)?;
-        if n > 0 {
-            counted.push((n, t, boost));
-        }
-    }
+) -> (Vec<(Term, f32)>, Vec<(Term, f32)>) {
+    let mut counted: Vec<(u64, Term, f32)> = weighted
+        .into_iter()
+        .map(|(t, boost)| (stats.freq(&t), t, boost))
+        .filter(|(n, _, _)| *n > 0)
+        .collect();
     counted.sort_by_key(|(n, _, _)| *n);
     let (mut leading, mut rest) = (Vec::new(), Vec::new());
     let mut total = 0u64;
@@ -248,20 +322,21 @@ fn by_postings(
             rest.push((t, boost));
         }
     }
-    Ok((leading, rest))
+    (leading, rest)
 }
 
 /// Adds to each candidate's score what `rest` scores on it, as the term
 /// queries would (BM25 over the whole index's statistics, boosted).
 fn add_scores(
     searcher: &Searcher,
+    stats: &Counted<'_>,
     found: &mut [(f32, DocAddress)],
     rest: &[(Term, f32)],
 ) -> Result<()> {
     let weights = rest
         .iter()
         .map(|(t, boost)| {
-            Ok(Bm25Weight::for_terms(searcher, std::slice::from_ref(t))
+            Ok(Bm25Weight::for_terms(stats, std::slice::from_ref(t))
                 .map_err(index_error)?
                 .boost_by(*boost))
         })
