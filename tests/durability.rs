@@ -67,9 +67,11 @@ async fn connect(url: String) -> MemoryServiceClient<tonic::transport::Channel> 
 async fn crash_round(dir: &Path, round: u64) -> (HashMap<String, u64>, Vec<String>) {
     let bin = Binary::start(dir, &[]);
     let url = bin.url();
+    let load_started = std::sync::Arc::new(tokio::sync::Notify::new());
     let mut tasks = Vec::new();
     for w in 0..4 {
         let url = url.clone();
+        let load_started = load_started.clone();
         tasks.push(tokio::spawn(async move {
             let mut c = connect(url).await;
             let mut acked = HashMap::new();
@@ -80,6 +82,9 @@ async fn crash_round(dir: &Path, round: u64) -> (HashMap<String, u64>, Vec<Strin
                 req.idempotency_key = key.clone();
                 match c.append_turns(req).await {
                     Ok(r) => {
+                        if acked.is_empty() {
+                            load_started.notify_one();
+                        }
                         acked.insert(key, r.into_inner().first_seq);
                     }
                     Err(_) => {
@@ -92,7 +97,12 @@ async fn crash_round(dir: &Path, round: u64) -> (HashMap<String, u64>, Vec<Strin
         }));
     }
     // Kill at a pseudo-random moment (seeded per round, so a failing round
-    // replays): 50 to 650 ms into the load.
+    // replays): 50 to 650 ms after the first acknowledgement (counted from
+    // the start, a slow start-up on a busy machine could leave a round
+    // with nothing acknowledged to check).
+    tokio::time::timeout(Duration::from_secs(60), load_started.notified())
+        .await
+        .expect("an append acknowledged within a minute of start-up");
     let mut x = round.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xd1b5_4a32_d192_ed03;
     x ^= x >> 31;
     x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
