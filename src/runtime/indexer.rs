@@ -171,9 +171,12 @@ fn drain(
     let n = page.entries.len();
     let changes: Vec<_> = page.entries.into_iter().map(|(_, c)| c).collect();
     index.apply(&StoredDocuments(store), &changes)?;
-    // The index commit is durable before the cursor moves past them.
-    store.advance_outbox(consumer, page.through)?;
+    // Counted once committed to the index and before the cursor moves: a
+    // scrape that sees no backlog sees them counted (a batch applied again
+    // after a failed advance is counted again: it was applied again).
     stats.applied.fetch_add(n as u64, Ordering::Relaxed);
     stats.commits.fetch_add(1, Ordering::Relaxed);
+    // The index commit is durable before the cursor moves past them.
+    store.advance_outbox(consumer, page.through)?;
     Ok(n.max(1))
 }
