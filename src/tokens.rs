@@ -74,13 +74,18 @@ pub fn count_remembered(encoding: Encoding, text: &str) -> usize {
         return n as usize;
     }
     let n = count(encoding, text);
-    let mut g = lock(shard);
-    if g.bytes + text.len() > MEMO_BYTES / MEMO_SHARDS {
-        *g = Shard::default();
-    }
-    if text.len() <= MEMO_BYTES / MEMO_SHARDS {
-        g.bytes += text.len();
-        g.counts[slot].insert(text.into(), u32::try_from(n).unwrap_or(u32::MAX));
+    let room = MEMO_BYTES / MEMO_SHARDS;
+    // A text larger than a shard is not kept, and empties nothing.
+    if text.len() <= room {
+        let mut g = lock(shard);
+        if g.bytes + text.len() > room {
+            *g = Shard::default();
+        }
+        let kept = u32::try_from(n).unwrap_or(u32::MAX);
+        // Two bundles may count the same text at once: its bytes count once.
+        if g.counts[slot].insert(text.into(), kept).is_none() {
+            g.bytes += text.len();
+        }
     }
     n
 }
