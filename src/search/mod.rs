@@ -12,6 +12,7 @@
 //! fact never shows up, whatever the index lag. This module never reads
 //! storage itself.
 
+mod identity;
 mod query;
 mod schema;
 mod scoped;
@@ -81,7 +82,7 @@ pub trait Documents {
 
 /// The commit payload of a complete index of this layout. An index
 /// without it (older layout, or a rebuild that did not finish) is rebuilt.
-const COMPLETE: &str = "mnemo-search-v3 complete";
+const COMPLETE: &str = "mnemo-search-v4 complete";
 /// Words too common in agent conversations and questions to rank by:
 /// Lucene's English stop words (without "no" and "not") and the question
 /// and pronoun words agents put in a search.
@@ -188,6 +189,7 @@ pub struct SearchIndex {
     writer: Mutex<IndexWriter<TantivyDocument>>,
     f: Fields,
     ready: AtomicBool,
+    columns: identity::ColumnCache,
     /// See [`scoped::LEADING_POSTINGS`] (tests lower it).
     leading_postings: u64,
 }
@@ -229,6 +231,7 @@ impl SearchIndex {
             writer: Mutex::new(writer),
             f,
             ready: AtomicBool::new(!rebuild),
+            columns: identity::ColumnCache::default(),
             leading_postings: scoped::LEADING_POSTINGS,
         };
         Ok((s, rebuild))

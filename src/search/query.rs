@@ -16,8 +16,8 @@ use tantivy::snippet::SnippetGenerator;
 use tantivy::{DocAddress, Searcher, TantivyDocument, Term};
 
 use super::schema::{
-    own_weight, role_from_tag, session_key, ASKING_WEIGHT, CONTEXT_BOOST, PHRASE_BOOST,
-    SPEAKER_BOOST, TIME_CUE_BOOST, WHEN_BOOST,
+    own_weight, session_key, ASKING_WEIGHT, CONTEXT_BOOST, PHRASE_BOOST, SPEAKER_BOOST,
+    TIME_CUE_BOOST, WHEN_BOOST,
 };
 use super::scoped::{scope, Ranked};
 use super::{index_error, when, Hit, Kind, SearchIndex, SearchQuery};
@@ -303,27 +303,19 @@ impl SearchIndex {
         } else {
             None
         };
-        // Times and question marks from their columns (documents are read
-        // only as far as the hits reach): a turn that only asks weighs
-        // less, and recency only breaks ties.
-        let mut columns = Vec::with_capacity(searcher.segment_readers().len());
-        for reader in searcher.segment_readers() {
-            let fast = reader.fast_fields();
-            columns.push((
-                fast.u64("time").map_err(index_error)?,
-                fast.u64("asks").map_err(index_error)?,
-            ));
-        }
+        // Times, question marks and identities from their columns (a
+        // document is read only for its snippet): a turn that only asks
+        // weighs less, and recency only breaks ties.
+        let mut columns = self.columns.columns(&searcher)?;
         let mut found: Vec<(u8, f32, u64, DocAddress)> = top
             .into_iter()
             .map(|(tier, score, addr)| {
-                let (time, asks) = &columns[addr.segment_ord as usize];
-                let time = time.first(addr.doc_id).unwrap_or(0);
-                let score = match asks.first(addr.doc_id) {
-                    Some(1) => score * ASKING_WEIGHT,
-                    _ => score,
+                let score = if columns.asks(addr) {
+                    score * ASKING_WEIGHT
+                } else {
+                    score
                 };
-                (tier, score, time, addr)
+                (tier, score, columns.time(addr), addr)
             })
             .collect();
         found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(b.2.cmp(&a.2)));
@@ -334,37 +326,8 @@ impl SearchIndex {
             if hits.len() == q.limit {
                 break;
             }
-            let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
-            let text = |field: Field| {
-                doc.get_first(field)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let Some(kind) = Kind::from_tag(&text(f.kind)) else {
+            let Some(mut hit) = columns.hit(addr, score, time)? else {
                 continue;
-            };
-            let mut snippet = snippets
-                .as_ref()
-                .map(|g| g.snippet_from_doc(&doc).fragment().to_owned())
-                .unwrap_or_default();
-            if snippet.is_empty() && q.snippets {
-                snippet = text(f.text).chars().take(SNIPPET_CHARS).collect();
-            }
-            let hit = Hit {
-                kind,
-                score,
-                snippet,
-                subject_id: text(f.subject),
-                session_id: text(f.session_id),
-                seq: doc.get_first(f.seq).and_then(|v| v.as_u64()).unwrap_or(0),
-                fact_id: if kind == Kind::Fact {
-                    text(f.ref_id)
-                } else {
-                    String::new()
-                },
-                role: role_from_tag(&text(f.role)),
-                time_seconds: time,
             };
             let turn = (hit.kind != Kind::Episode && hit.seq > 0)
                 .then(|| (hit.session_id.clone(), hit.seq));
@@ -372,10 +335,33 @@ impl SearchIndex {
                 continue;
             }
             if keep(&hit)? {
+                if let Some(g) = &snippets {
+                    hit.snippet = snippet(&searcher, g, f.text, addr)?;
+                }
                 shown.extend(turn);
                 hits.push(hit);
             }
         }
         Ok(hits)
     }
+}
+
+/// The snippet of the document at `addr`: the text around the query's
+/// words, or the text's beginning when none is found in it.
+fn snippet(
+    searcher: &Searcher,
+    g: &SnippetGenerator,
+    text: Field,
+    addr: DocAddress,
+) -> Result<String> {
+    let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
+    let snippet = g.snippet_from_doc(&doc).fragment().to_owned();
+    if !snippet.is_empty() {
+        return Ok(snippet);
+    }
+    let whole = doc
+        .get_first(text)
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    Ok(whole.chars().take(SNIPPET_CHARS).collect())
 }

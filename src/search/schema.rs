@@ -2,7 +2,7 @@
 //! deleted by, and the text each kind of record is indexed with.
 
 use tantivy::schema::{
-    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING,
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STRING,
 };
 
 use crate::model::{Role, Turn, UnixNanos};
@@ -131,17 +131,19 @@ pub(super) fn schema() -> (Schema, Fields) {
     let f = Fields {
         doc_key: b.add_text_field("doc_key", STRING),
         ns: b.add_text_field("ns", STRING),
-        subject: b.add_text_field("subject", STRING | STORED),
+        // What identifies a hit is read from columns (`identity.rs`); the
+        // document store keeps only the text snippets are cut from.
+        subject: b.add_text_field("subject", STRING | FAST),
         session_key: b.add_text_field("session_key", STRING),
-        session_id: b.add_text_field("session_id", STORED),
-        kind: b.add_text_field("kind", STRING | STORED),
-        seq: b.add_u64_field("seq", STORED | INDEXED),
-        ref_id: b.add_text_field("ref_id", STORED),
-        role: b.add_text_field("role", STORED),
+        session_id: b.add_text_field("session_id", FAST),
+        kind: b.add_text_field("kind", STRING | FAST),
+        seq: b.add_u64_field("seq", INDEXED | FAST),
+        ref_id: b.add_text_field("ref_id", FAST),
+        role: b.add_text_field("role", FAST),
         text: b.add_text_field("text", analyzed(true, true)),
         context: b.add_text_field("context", analyzed(false, false)),
         speaker: b.add_text_field("speaker", analyzed(false, false)),
-        time: b.add_u64_field("time", STORED | INDEXED | FAST),
+        time: b.add_u64_field("time", INDEXED | FAST),
         asks: b.add_u64_field("asks", FAST),
         scoped_text: b.add_text_field("scoped_text", analyzed(false, false)),
         scoped_context: b.add_text_field("scoped_context", analyzed(false, false)),

@@ -545,6 +545,45 @@ mod tests {
     ];
 
     #[test]
+    fn a_hit_names_its_record_and_later_commits_are_seen() {
+        let (idx, _) = SearchIndex::open(None).expect("index");
+        index(&idx, "ns", "ann", "s1", TEXTS);
+        let found = idx
+            .search(
+                &query("ns", "ann", "beagle puppy Biscuit", false),
+                &mut |_| Ok(true),
+            )
+            .expect("searched");
+        let first = found.first().expect("a hit");
+        assert_eq!(
+            (
+                first.kind,
+                first.subject_id.as_str(),
+                first.session_id.as_str()
+            ),
+            (Kind::Turn, "ann", "s1")
+        );
+        assert_eq!((first.seq, first.role), (2, Some(Role::User)));
+        assert_eq!(first.time_seconds, 1_700_000_000 + 2 * 864_000);
+        // A second commit is a new searcher: its columns are read afresh.
+        index(
+            &idx,
+            "ns",
+            "ann",
+            "s2",
+            &["We paddled a kayak", "The kayak tipped over"],
+        );
+        assert_eq!(
+            hits(&idx, &query("ns", "ann", "kayak tipped", false)),
+            [("s2".to_owned(), 2), ("s2".to_owned(), 1)]
+        );
+        assert_eq!(
+            hits(&idx, &query("ns", "ann", "Biscuit chewed", false))[0],
+            ("s1".to_owned(), 3)
+        );
+    }
+
+    #[test]
     fn one_subject_ranks_as_the_filtered_search_does() {
         let (idx, _) = SearchIndex::open(None).expect("index");
         index(&idx, "ns", "ann", "s1", TEXTS);
