@@ -18,7 +18,10 @@
 //!   separated, sets the sizes), up to 200 of the set's questions as
 //!   queries, one unmeasured pass then `MNEMO_BENCH_LATENCY_PASSES`
 //!   (default 3) measured passes pooled: a p99 of 600 samples, not the
-//!   slowest of a few dozen.
+//!   slowest of a few dozen. Then, the daemon stopped, the bundle's
+//!   retrieval query alone on the subject's index, in this process
+//!   (`search alone`): the part that grows with the history, with less of
+//!   the machine's noise than a whole bundle through gRPC.
 //!
 //! Data: `MNEMO_RETRIEVAL_SET` (comma-separated paths; default the committed
 //! BFCL v4 memory fixture, `tests/fixtures/memory_bfcl/dev.json`). The
@@ -47,6 +50,7 @@ use mnemo::config::Config;
 use mnemo::model::Encoding;
 use mnemo::pb;
 use mnemo::pb::memory_service_client::MemoryServiceClient;
+use mnemo::search::{SearchIndex, SearchQuery};
 use mnemo::server::Daemon;
 use serde::Deserialize;
 use tokio::sync::oneshot;
@@ -247,7 +251,7 @@ struct Daemon1 {
     addr: SocketAddr,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<mnemo::Result<()>>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 async fn start() -> Daemon1 {
@@ -269,7 +273,7 @@ async fn start() -> Daemon1 {
         addr,
         stop,
         task,
-        _dir: dir,
+        dir,
     }
 }
 
@@ -749,7 +753,7 @@ async fn latency(path: &str, sizes: &[usize]) {
         "\n### Bundle latency (budget 2,000, {} queries x {passes} passes each; ms)\n",
         queries.len()
     );
-    println!("| turns per subject | p50 with retrieval | p99 with | p50 without | p99 without | p99 ratio |\n|---:|---:|---:|---:|---:|---:|");
+    println!("| turns per subject | p50 with retrieval | p99 with | p50 without | p99 without | p99 ratio | search alone p50 / p99 (µs) |\n|---:|---:|---:|---:|---:|---:|---:|");
     for &n in sizes {
         let d = start().await;
         let mut c = connect(d.addr).await;
@@ -820,13 +824,56 @@ async fn latency(path: &str, sizes: &[usize]) {
             percentile(&mut without, 0.5),
             percentile(&mut without, 0.99),
         );
-        println!(
-            "| {n} | {w50:.2} | {w99:.2} | {o50:.2} | {o99:.2} | {:.2}× |",
-            w99 / o99.max(1e-9)
-        );
         let _ = d.stop.send(());
         let _ = d.task.await;
+        let reference = parse_time(&set.subjects[0].sessions.last().expect("a session").date);
+        let (s50, s99) = search_alone(
+            &d.dir.path().join(mnemo::server::SEARCH_INDEX_DIR),
+            &queries,
+            passes,
+            reference * 1_000_000_000,
+        );
+        println!(
+            "| {n} | {w50:.2} | {w99:.2} | {o50:.2} | {o99:.2} | {:.2}× | {s50:.0} / {s99:.0} |",
+            w99 / o99.max(1e-9)
+        );
     }
+}
+
+/// A bundle's retrieval query (`memory/recall.rs`: the subject's records,
+/// no snippets, no phrases, the 40 hits a 2,000-token bundle asks for),
+/// timed in this process on the subject's index once the daemon has
+/// stopped: without gRPC, the store and the rest of the bundle, what grows
+/// with the history is seen apart from most of a busy machine's noise.
+/// One unmeasured pass, then `passes`; p50 and p99 in µs.
+fn search_alone(dir: &std::path::Path, queries: &[&str], passes: usize, now: i64) -> (f64, f64) {
+    let (index, rebuild) = SearchIndex::open(Some(dir)).expect("the index opens");
+    assert!(!rebuild, "the daemon left a complete index");
+    let mut times = Vec::new();
+    for pass in 0..=passes {
+        for q in queries {
+            let q = SearchQuery {
+                namespace: NS.into(),
+                subject_id: Some("lat".into()),
+                session_id: None,
+                query: (*q).to_owned(),
+                kinds: Vec::new(),
+                limit: 40,
+                reference_time: Some(now),
+                snippets: false,
+                phrases: false,
+            };
+            let t = Instant::now();
+            index.search(&q, &mut |_| Ok(true)).expect("a search");
+            if pass > 0 {
+                times.push(t.elapsed());
+            }
+        }
+    }
+    (
+        percentile(&mut times, 0.5) * 1e3,
+        percentile(&mut times, 0.99) * 1e3,
+    )
 }
 
 fn main() {

@@ -46,9 +46,6 @@ const CANDIDATES_PER_HIT: usize = 2;
 /// subject of a few thousand records is searched whole; a long history
 /// costs about the same as a short one.
 pub(super) const LEADING_POSTINGS: u64 = 2_000;
-/// How many more candidates the leading words rank when some words were
-/// left to rescoring.
-const WIDER_FIRST_STAGE: usize = 4;
 
 /// A candidate: its tier (0 = two of the query's words its own), score and
 /// address.
@@ -164,15 +161,14 @@ impl SearchIndex {
             })
             .collect();
         let words = BooleanQuery::new(clauses);
+        // Ranked by the leading words alone, then rescored on the rest. A
+        // candidate outside this first top could move up on the commoner
+        // words; ranking four times as many found the same answers in
+        // bundles with the split forced far harder than a long history
+        // makes it, and cost a fifth of a search at 100,000 turns
+        // (docs/benchmarks.md).
         let wanted = fetch * CANDIDATES_PER_HIT;
-        // Ranked by the leading words alone, a candidate may still move up
-        // on the rest: more of them are ranked, and then rescored.
-        let first = if rest.is_empty() {
-            wanted
-        } else {
-            wanted * WIDER_FIRST_STAGE
-        };
-        let top_k = TopDocs::with_limit(first);
+        let top_k = TopDocs::with_limit(wanted);
         let mut found = searcher
             .search_with_statistics_provider(&words, &top_k, &stats)
             .map_err(index_error)?;
@@ -199,7 +195,7 @@ impl SearchIndex {
             found.retain(|(_, a)| !dated_docs.contains(a));
             found.extend(dated.into_iter().map(|(s, a)| (s + WHEN_BOOST, a)));
             found.sort_by(|a, b| b.0.total_cmp(&a.0));
-            found.truncate(first);
+            found.truncate(wanted);
         }
         if !rest.is_empty() {
             add_scores(searcher, &stats, &mut found, &rest)?;
