@@ -18,7 +18,12 @@
 //!   separated, sets the sizes), up to 200 of the set's questions as
 //!   queries, one unmeasured pass then `MNEMO_BENCH_LATENCY_PASSES`
 //!   (default 3) measured passes pooled: a p99 of 600 samples, not the
-//!   slowest of a few dozen. Then, the daemon stopped, the bundle's
+//!   slowest of a few dozen. Every size is loaded first, each into a
+//!   daemon of its own, and each query is then asked of every size in
+//!   turn: a spell of the machine's noise falls on all sizes alike (measured
+//!   one size after the other, the same binary's p99 ratio between sizes
+//!   read anywhere from 0.7× to 3× on a 2-core VM). Then, the daemons
+//!   stopped, the bundle's
 //!   retrieval query alone on the subject's index, in this process
 //!   (`search alone`): the part that grows with the history, with less of
 //!   the machine's noise than a whole bundle through gRPC.
@@ -728,8 +733,58 @@ fn percentile(v: &mut [Duration], p: f64) -> f64 {
     v[i].as_secs_f64() * 1e3
 }
 
-/// A subject of `turns` turns: the set's turns repeated into sessions of
-/// 500, the last one open.
+/// One subject size under measurement: its daemon, a client, its open
+/// session and the samples taken so far.
+struct Sized {
+    turns: usize,
+    daemon: Daemon1,
+    client: Client,
+    open: String,
+    /// The open session's date, in seconds.
+    reference: i64,
+    with: Vec<Duration>,
+    without: Vec<Duration>,
+}
+
+/// A subject of `n` turns: the set's turns repeated into sessions of 500,
+/// the last one open. The pool is laid out so that the open session holds
+/// the same turns, on the same day, at every size: only the history behind
+/// it grows.
+fn subject_of(pool: &[Turn], n: usize) -> Dataset {
+    let per = 500.min(n);
+    let count = n.div_ceil(per);
+    let shift = pool.len() - ((count - 1) * per) % pool.len();
+    let sessions: Vec<Session> = (0..count)
+        .map(|i| Session {
+            session_id: format!("lat-{i:05}"),
+            // Back from the open session's date, a day apart.
+            date: {
+                let back = count - 1 - i;
+                format!(
+                    "2024-{:02}-{:02}T10:00:00Z",
+                    12 - (back / 28) % 12,
+                    28 - back % 28
+                )
+            },
+            turns: (0..per.min(n - i * per))
+                .map(|k| pool[(i * per + k + shift) % pool.len()].clone())
+                .collect(),
+        })
+        .collect();
+    Dataset {
+        source: String::new(),
+        subjects: vec![Subject {
+            subject_id: "lat".into(),
+            sessions,
+        }],
+        questions: Vec::new(),
+    }
+}
+
+/// Bundle latency per subject size. Every size is loaded first, each into
+/// its own daemon; then each query is asked of every size in turn, so a
+/// spell of the machine's noise falls on all sizes alike rather than on
+/// whichever size was being measured at the time.
 async fn latency(path: &str, sizes: &[usize]) {
     let data: Dataset = serde_json::from_str(&std::fs::read_to_string(path).expect("read the set"))
         .expect("parse the set");
@@ -749,92 +804,74 @@ async fn latency(path: &str, sizes: &[usize]) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
+    let mut subjects = Vec::new();
+    for &n in sizes {
+        let daemon = start().await;
+        let mut client = connect(daemon.addr).await;
+        let set = subject_of(&pool, n);
+        load(&mut client, &set).await;
+        let last = set.subjects[0].sessions.last().expect("a session");
+        subjects.push(Sized {
+            turns: n,
+            daemon,
+            client,
+            open: last.session_id.clone(),
+            reference: parse_time(&last.date),
+            with: Vec::new(),
+            without: Vec::new(),
+        });
+    }
+    // Loading a larger subject may leave a smaller one's daemon with work.
+    quiet().await;
+    // An unmeasured pass first: caches warm.
+    for pass in 0..=passes {
+        for q in &queries {
+            for s in &mut subjects {
+                let t = Instant::now();
+                bundle(&mut s.client, &s.open, 2_000, q, false).await;
+                s.with.push(t.elapsed());
+                let t = Instant::now();
+                bundle(&mut s.client, &s.open, 2_000, q, true).await;
+                s.without.push(t.elapsed());
+            }
+        }
+        for s in &mut subjects {
+            if std::env::var_os("MNEMO_BENCH_SHOW_PASSES").is_some() {
+                eprintln!(
+                    "{} turns, pass {pass}: p50 {:.2} / {:.2} ms",
+                    s.turns,
+                    percentile(&mut s.with, 0.5),
+                    percentile(&mut s.without, 0.5)
+                );
+            }
+            if pass == 0 {
+                (s.with, s.without) = (Vec::new(), Vec::new());
+            }
+        }
+    }
     println!(
-        "\n### Bundle latency (budget 2,000, {} queries x {passes} passes each; ms)\n",
+        "\n### Bundle latency (budget 2,000, {} queries x {passes} passes each, sizes interleaved; ms)\n",
         queries.len()
     );
     println!("| turns per subject | p50 with retrieval | p99 with | p50 without | p99 without | p99 ratio | search alone p50 / p99 (µs) |\n|---:|---:|---:|---:|---:|---:|---:|");
-    for &n in sizes {
-        let d = start().await;
-        let mut c = connect(d.addr).await;
-        let per = 500.min(n);
-        let count = n.div_ceil(per);
-        // The pool is laid out so that the open (last) session holds the
-        // same turns, on the same day, at every size: only the history
-        // behind it grows.
-        let shift = pool.len() - ((count - 1) * per) % pool.len();
-        let sessions: Vec<Session> = (0..count)
-            .map(|i| Session {
-                session_id: format!("lat-{i:05}"),
-                // Back from the open session's date, a day apart.
-                date: {
-                    let back = count - 1 - i;
-                    format!(
-                        "2024-{:02}-{:02}T10:00:00Z",
-                        12 - (back / 28) % 12,
-                        28 - back % 28
-                    )
-                },
-                turns: (0..per.min(n - i * per))
-                    .map(|k| pool[(i * per + k + shift) % pool.len()].clone())
-                    .collect(),
-            })
-            .collect();
-        let set = Dataset {
-            source: String::new(),
-            subjects: vec![Subject {
-                subject_id: "lat".into(),
-                sessions,
-            }],
-            questions: Vec::new(),
-        };
-        load(&mut c, &set).await;
-        let open = set.subjects[0]
-            .sessions
-            .last()
-            .expect("a session")
-            .session_id
-            .clone();
-        // An unmeasured pass first: the daemon's background work (summaries
-        // of the last appends) settles, and caches warm.
-        let (mut with, mut without) = (Vec::new(), Vec::new());
-        for pass in 0..=passes {
-            if pass == 1 {
-                (with, without) = (Vec::new(), Vec::new());
-            }
-            for q in &queries {
-                let t = Instant::now();
-                bundle(&mut c, &open, 2_000, q, false).await;
-                with.push(t.elapsed());
-                let t = Instant::now();
-                bundle(&mut c, &open, 2_000, q, true).await;
-                without.push(t.elapsed());
-            }
-            if std::env::var_os("MNEMO_BENCH_SHOW_PASSES").is_some() {
-                eprintln!(
-                    "{n} turns, pass {pass}: p50 {:.2} / {:.2} ms",
-                    percentile(&mut with, 0.5),
-                    percentile(&mut without, 0.5)
-                );
-            }
-        }
+    for mut s in subjects {
         let (w50, w99, o50, o99) = (
-            percentile(&mut with, 0.5),
-            percentile(&mut with, 0.99),
-            percentile(&mut without, 0.5),
-            percentile(&mut without, 0.99),
+            percentile(&mut s.with, 0.5),
+            percentile(&mut s.with, 0.99),
+            percentile(&mut s.without, 0.5),
+            percentile(&mut s.without, 0.99),
         );
-        let _ = d.stop.send(());
-        let _ = d.task.await;
-        let reference = parse_time(&set.subjects[0].sessions.last().expect("a session").date);
+        let _ = s.daemon.stop.send(());
+        let _ = s.daemon.task.await;
         let (s50, s99) = search_alone(
-            &d.dir.path().join(mnemo::server::SEARCH_INDEX_DIR),
+            &s.daemon.dir.path().join(mnemo::server::SEARCH_INDEX_DIR),
             &queries,
             passes,
-            reference * 1_000_000_000,
+            s.reference * 1_000_000_000,
         );
         println!(
-            "| {n} | {w50:.2} | {w99:.2} | {o50:.2} | {o99:.2} | {:.2}× | {s50:.0} / {s99:.0} |",
+            "| {} | {w50:.2} | {w99:.2} | {o50:.2} | {o99:.2} | {:.2}× | {s50:.0} / {s99:.0} |",
+            s.turns,
             w99 / o99.max(1e-9)
         );
     }
