@@ -23,7 +23,11 @@
 //!   cited by a decision or action (abstractive answers rarely share half
 //!   their words with any sentence spoken).
 //!
-//! Each set is one corpus: its meetings are listed, then its totals.
+//! Each set is one corpus: its meetings are listed, then its totals, then
+//! two ceilings for extractive items, which are not summarizers: with the
+//! gold in hand, the best single sentence of the transcript for each gold
+//! item, and the best single whole turn. Items cut from what was said
+//! cannot cover more gold than their ceiling, whatever the ranking.
 //! Baseline in the same run: "every commitment sentence", each sentence of
 //! the transcript with "will", "should", "let's", "to do" or "need to",
 //! scored the same way. The minutes are not complete lists, so precision
@@ -178,13 +182,45 @@ fn main() {
         .to_owned()
     });
     for path in paths.split(',') {
-        let (ours, base) = score_set(path);
+        let (ours, base, ceiling) = score_set(path);
         print_totals(path, &ours, &base);
+        println!(
+            "extractive ceilings (gold in hand): one sentence {:.2} ({}/{}), one whole turn {:.2} ({}/{})",
+            ceiling.sentence as f64 / ceiling.gold.max(1) as f64,
+            ceiling.sentence,
+            ceiling.gold,
+            ceiling.turn as f64 / ceiling.gold.max(1) as f64,
+            ceiling.turn,
+            ceiling.gold
+        );
     }
 }
 
-fn score_set(path: &str) -> (Score, Score) {
+/// Gold items that one sentence, or one whole turn, of the transcript
+/// covers: how far items cut from what was said can go.
+#[derive(Default)]
+struct Ceiling {
+    gold: usize,
+    sentence: usize,
+    turn: usize,
+}
+
+impl Ceiling {
+    fn add(&mut self, m: &Meeting) {
+        let turns: Vec<String> = m.turns.iter().map(|t| t.content.clone()).collect();
+        let sentences: Vec<String> = turns
+            .iter()
+            .flat_map(|t| t.split(['.', '?', '!']).map(str::to_owned))
+            .collect();
+        self.gold += m.gold.len();
+        self.sentence += m.gold.iter().filter(|g| covered(g, &sentences)).count();
+        self.turn += m.gold.iter().filter(|g| covered(g, &turns)).count();
+    }
+}
+
+fn score_set(path: &str) -> (Score, Score, Ceiling) {
     let (mut ours, mut base) = (Score::default(), Score::default());
+    let mut ceiling = Ceiling::default();
     println!("\n{path}\n");
     println!("| meeting | turns | gold | mnemo recall | mnemo items | junk | non-participant owners | unfaithful | baseline recall | baseline items | fold ms |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -192,6 +228,7 @@ fn score_set(path: &str) -> (Score, Score) {
         let set: Set = serde_json::from_str(&std::fs::read_to_string(path).expect("meeting set"))
             .expect("set json");
         for m in &set.meetings {
+            ceiling.add(m);
             let turns = turns_of(m);
             let ctx = SummaryContext {
                 namespace: String::new(),
@@ -357,7 +394,7 @@ fn score_set(path: &str) -> (Score, Score) {
             }
         }
     }
-    (ours, base)
+    (ours, base, ceiling)
 }
 
 fn print_totals(path: &str, ours: &Score, base: &Score) {
