@@ -196,6 +196,20 @@ fn main() {
     }
 }
 
+/// The sentences of `m`'s transcript (split at '.', '?' and '!'), each
+/// with the 1-based seq of its turn.
+fn sentences_of(m: &Meeting) -> Vec<(u64, String)> {
+    m.turns
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            t.content
+                .split(['.', '?', '!'])
+                .map(move |s| (i as u64 + 1, s.trim().to_owned()))
+        })
+        .collect()
+}
+
 /// Gold items that one sentence, or one whole turn, of the transcript
 /// covers: how far items cut from what was said can go.
 #[derive(Default)]
@@ -208,10 +222,7 @@ struct Ceiling {
 impl Ceiling {
     fn add(&mut self, m: &Meeting) {
         let turns: Vec<String> = m.turns.iter().map(|t| t.content.clone()).collect();
-        let sentences: Vec<String> = turns
-            .iter()
-            .flat_map(|t| t.split(['.', '?', '!']).map(str::to_owned))
-            .collect();
+        let sentences: Vec<String> = sentences_of(m).into_iter().map(|(_, s)| s).collect();
         self.gold += m.gold.len();
         self.sentence += m.gold.iter().filter(|g| covered(g, &sentences)).count();
         self.turn += m.gold.iter().filter(|g| covered(g, &turns)).count();
@@ -281,17 +292,8 @@ fn score_set(path: &str) -> (Score, Score, Ceiling) {
                         })
                 })
                 .count();
-            let baseline_cited: Vec<(u64, String)> = m
-                .turns
-                .iter()
-                .enumerate()
-                .flat_map(|(i, t)| {
-                    t.content
-                        .split(['.', '?', '!'])
-                        .map(str::trim)
-                        .map(|s| (i as u64 + 1, s.to_owned()))
-                        .collect::<Vec<_>>()
-                })
+            let baseline_cited: Vec<(u64, String)> = sentences_of(m)
+                .into_iter()
                 .filter(|(_, s)| {
                     let l = format!(" {} ", s.to_lowercase());
                     [" will ", " should ", " let's ", " to do ", " need to "]
