@@ -420,7 +420,8 @@ pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
     }) {
         return false;
     }
-    if is_progress_report(n, pos) {
+    // "And how much money we will use for a book": an embedded question.
+    if is_progress_report(n, pos) || is_general_you(n, pos) || embedded_at(n, pos) {
         return false;
     }
     // "So I have to see", "I need to think about it": a necessity to find
@@ -462,6 +463,32 @@ pub(crate) fn is_commitment_norm(n: &Norm) -> bool {
         return false;
     }
     true
+}
+
+/// Whether a "you need to" or "you have to" at `pos` tells a reason or a
+/// rule to anyone rather than asking the listener for work: "Because you
+/// need to stream both video and audio.", "To buy computer equipment you
+/// have to go through some formal process or whatever.", "You usually
+/// have to ask twice." A plain "You need to send the form." stays.
+fn is_general_you(n: &Norm, pos: usize) -> bool {
+    if n.words.get(pos).map(String::as_str) != Some("you") {
+        return false;
+    }
+    let reason = matches!(
+        n.words.first().map(String::as_str),
+        Some("because" | "since" | "cause" | "'cause")
+    );
+    reason
+        || n.has_any(&[
+            "or whatever",
+            "usually",
+            "always",
+            "normally",
+            "in general",
+            "generally",
+            "every time",
+            "typically",
+        ])
 }
 
 /// Whether the cue at `pos` reports what someone is waiting for ("I'm

@@ -154,12 +154,37 @@ fn negated_at(n: &Norm, pos: usize) -> bool {
     })
 }
 
+/// Whether the decision cue at `pos` sits in an embedded question or a
+/// relative clause: "And how much money we will use for a book.", "the
+/// existing minutes, which we agree are not very good". A pseudo-cleft
+/// ("what we'll use is the rubber case", "that's what we'll use") still
+/// decides.
+pub(crate) fn embedded_at(n: &Norm, pos: usize) -> bool {
+    let from = pos.saturating_sub(3);
+    let Some(wh) = n.words[from..pos].iter().position(|w| {
+        matches!(
+            w.as_str(),
+            "how" | "what" | "which" | "where" | "whether" | "who" | "why"
+        )
+    }) else {
+        return false;
+    };
+    let is_be = |w: &String| matches!(w.as_str(), "is" | "was" | "that's" | "this" | "that");
+    let cleft_before = (from + wh)
+        .checked_sub(1)
+        .is_some_and(|b| is_be(&n.words[b]));
+    let cleft_after = n.words[pos..]
+        .iter()
+        .any(|w| matches!(w.as_str(), "is" | "was"));
+    !cleft_before && !cleft_after
+}
+
 pub(crate) fn is_decision_norm(n: &Norm) -> bool {
     if n.has_any(HYPOTHETICALS) {
         return false;
     }
     if let Some(pos) = decision_position(n) {
-        if negated_at(n, pos) {
+        if negated_at(n, pos) || embedded_at(n, pos) {
             return false;
         }
         // "no decision yet" / "haven't decided" are not decisions, nor is

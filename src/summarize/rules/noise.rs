@@ -1,8 +1,9 @@
 //! Noise: sentences that must never become summary items however they are
 //! phrased — greetings, thanks and goodbyes, backchannels ("yeah", "hmm,
 //! true", "exactly, exactly"), fillers, talk about the meeting itself
-//! ("let's get started", "can you hear me", "let's move to …"), text that
-//! is mostly transcription markers (`<laugh/>`, `{vocalsound}`), and
+//! ("let's get started", "can you hear me", "let's move to …") or the
+//! call's controls ("let me disconnect now", "I'm clicking the end meeting
+//! button"), text that is mostly transcription markers (`<laugh/>`, `{vocalsound}`), and
 //! anything left with fewer than two content words once those are gone.
 
 use std::collections::BTreeSet;
@@ -317,6 +318,40 @@ fn moves_the_meeting(n: &Norm, substance: usize) -> bool {
         && (substance <= 4 || n.has_any(&["the call", "the meeting", "sake of time"]))
 }
 
+/// Verbs that work the call's controls rather than its subject, each with
+/// the words that tell it does so when one of them follows within four
+/// words (or nothing follows at all): "let me disconnect now", "I'm
+/// clicking the end meeting button now", "can you paste the link where we
+/// can watch your streaming?". "Click the link in the email" and
+/// "disconnect the legacy API" are work, and stay.
+const CALL_CONTROLS: &[(&str, &[&str])] = &[
+    ("disconnect", &["now", "call", "meeting"]),
+    ("reconnect", &["now", "call", "meeting"]),
+    ("rejoin", &["now", "call", "meeting"]),
+    (
+        "mute",
+        &["now", "myself", "yourself", "call", "mic", "microphone"],
+    ),
+    (
+        "unmute",
+        &["now", "myself", "yourself", "call", "mic", "microphone"],
+    ),
+    ("click", &["meeting", "call", "record", "recording"]),
+    ("clicking", &["meeting", "call", "record", "recording"]),
+    ("paste", &["link", "chat"]),
+    ("hang", &["up"]),
+];
+
+/// Whether a sentence works the call's controls (see [`CALL_CONTROLS`]).
+fn works_the_call(n: &Norm) -> bool {
+    n.words.iter().enumerate().any(|(i, w)| {
+        CALL_CONTROLS.iter().any(|(verb, things)| {
+            let after = &n.words[i + 1..(i + 5).min(n.words.len())];
+            w == verb && (after.is_empty() || after.iter().any(|a| things.contains(&a.as_str())))
+        })
+    })
+}
+
 /// Words a finished sentence does not end on: speech cut off mid-way
 /// ("We agreed that actually the.", "… in this <unintelligible/>").
 const DANGLING: &[&str] = &[
@@ -369,7 +404,7 @@ pub fn is_noise(sentence: &str) -> bool {
     if content.len() <= 3 && META_TALK.iter().any(|m| n.has(m)) {
         return true;
     }
-    if moves_the_meeting(&n, content.len()) {
+    if moves_the_meeting(&n, content.len()) || works_the_call(&n) {
         return true;
     }
     if content.len() < 2 {
@@ -428,6 +463,11 @@ mod tests {
             // ELITR test meetings: moving the call along.
             "So let's quickly move to [PERSON14].",
             "So I suggest that for the sake of time, let's finish the call now.",
+            // ELITR dev meetings: the call's controls.
+            "I'll I'm I'm clicking the end meeting button now.",
+            "Yeah, ok, so let me disconnect now and you keep talking to each other.",
+            "So can you paste the link where we can watch your streaming?",
+            "I'll just hang up and call you again.",
         ] {
             assert!(is_noise(s), "{s:?} is noise");
         }
@@ -450,6 +490,9 @@ mod tests {
             "Let's start with a 30-day pilot in the cardiology department, 12 clinicians.",
             "We can delay these <unintelligible/> So let's start writing the emails, uh, two prospective people here.",
             "Let's go with the rubber case.",
+            // Work that names a control's verb.
+            "Please click the link in the email to confirm the refund.",
+            "We need to disconnect the legacy API before the migration.",
         ] {
             assert!(!is_noise(s), "{s:?} is not noise");
         }

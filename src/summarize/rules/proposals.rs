@@ -164,7 +164,12 @@ pub fn is_proposal(sentence: &str) -> bool {
     let conditional = n.words[..at]
         .iter()
         .any(|w| matches!(w.as_str(), "if" | "unless" | "whether" | "when"));
-    !conditional && !n.has_any(HYPOTHETICALS) && !is_forecast(&n) && !is_noise(sentence)
+    // "And how much money we will use for a book": an embedded question.
+    !conditional
+        && !embedded_at(&n, at)
+        && !n.has_any(HYPOTHETICALS)
+        && !is_forecast(&n)
+        && !is_noise(sentence)
 }
 
 /// Whether a sentence carries on the proposal before it ("That would be
@@ -287,6 +292,11 @@ mod tests {
     fn forecasts_statements_and_fragments_propose_nothing() {
         assert_eq!(closing("So yeah, we will see which one is faster."), None);
         assert_eq!(closing("We should -"), None);
+        // ELITR dev meetings: an embedded question, not a proposal.
+        assert_eq!(
+            closing("And how much money we will use for, for a book."),
+            None
+        );
         assert_eq!(
             closing("We should add the reference. The rest of the chapter is fine."),
             None

@@ -288,6 +288,16 @@ fn decisions_rationale_reversal_agreement() {
     assert!(!is_decision("No decision yet."));
     assert!(!is_decision("I'll send it once the refund is approved."));
     assert!(!is_decision("Agreed."));
+    // ELITR dev meetings: the cue inside an embedded question or a
+    // relative clause decides nothing; clefts still decide.
+    assert!(!is_decision(
+        "And how much money we will use for, for a book."
+    ));
+    assert!(!is_decision(
+        "So my big worry is that the existing minutes, which we agree are not very good, will be used."
+    ));
+    assert!(is_decision("What we'll use is the rubber case."));
+    assert!(is_decision("So that's what we'll use for the demo."));
     assert_eq!(
         rationale("We'll use Postgres because it is cheaper."),
         Some("because it is cheaper")
@@ -622,4 +632,23 @@ fn a_necessity_to_see_or_doubted_is_no_commitment() {
         assert_eq!(o(s), None, "{s:?} commits nobody");
     }
     assert!(o("I have to ask my other co-editors, if that is possible.").is_some());
+}
+
+#[test]
+fn a_reason_a_rule_or_an_embedded_question_asks_nobody() {
+    let p = names(&["PERSON1", "PERSON2"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    // ELITR dev meetings.
+    for s in [
+        "Because you need to stream both video, audio, AB clients.",
+        "To buying like computer equipement you have to go trough some formal process or whatever.",
+        "You usually have to ask the secretary twice.",
+        "And how much money we will use for, for a book.",
+    ] {
+        assert_eq!(o(s), None, "{s:?} asks nobody");
+    }
+    assert_eq!(
+        o("You need to send the signed form by Friday."),
+        Some(OwnerCue::Addressee)
+    );
 }
