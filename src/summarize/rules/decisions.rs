@@ -154,11 +154,11 @@ fn negated_at(n: &Norm, pos: usize) -> bool {
     })
 }
 
-/// Whether the decision cue at `pos` sits in an embedded question or a
-/// relative clause: "And how much money we will use for a book.", "the
-/// existing minutes, which we agree are not very good". A pseudo-cleft
-/// ("what we'll use is the rubber case", "that's what we'll use") still
-/// decides.
+/// Whether the cue at `pos` (a decision's, a proposal's or a commitment's)
+/// sits in an embedded question or a relative clause: "And how much money
+/// we will use for a book.", "the existing minutes, which we agree are not
+/// very good". A cleft ("what we'll use is the rubber case", "that's what
+/// we'll use") still counts.
 pub(crate) fn embedded_at(n: &Norm, pos: usize) -> bool {
     let from = pos.saturating_sub(3);
     let Some(wh) = n.words[from..pos].iter().position(|w| {

@@ -3,8 +3,9 @@
 //! true", "exactly, exactly"), fillers, talk about the meeting itself
 //! ("let's get started", "can you hear me", "let's move to …") or the
 //! call's controls ("let me disconnect now", "I'm clicking the end meeting
-//! button"), text that is mostly transcription markers (`<laugh/>`, `{vocalsound}`), and
-//! anything left with fewer than two content words once those are gone.
+//! button"), text that is mostly transcription markers (`<laugh/>`,
+//! `{vocalsound}`), and anything left with fewer than two content words
+//! once those are gone.
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
