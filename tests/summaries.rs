@@ -187,7 +187,17 @@ async fn background_summaries_every_n_turns_then_on_request() {
     let latest = s.version;
     assert!(latest >= 2);
     assert_eq!((s.covers_through_seq, s.total_turns), (25, 25));
-    assert_eq!(s.trigger, pb::SummaryTrigger::Requested as i32);
+    // A background fold may reach the last turn before the request does;
+    // then the request returns that version instead of folding again.
+    assert!(
+        [
+            pb::SummaryTrigger::Requested as i32,
+            pb::SummaryTrigger::EveryNTurns as i32
+        ]
+        .contains(&s.trigger),
+        "trigger {}",
+        s.trigger
+    );
     // Nothing new: the same summary comes back, no new version.
     assert_eq!(summarize(&mut c, "s").await.unwrap().version, latest);
 
