@@ -346,10 +346,13 @@ const CALL_CONTROLS: &[(&str, &[&str])] = &[
 /// Whether a sentence works the call's controls (see [`CALL_CONTROLS`]).
 fn works_the_call(n: &Norm) -> bool {
     n.words.iter().enumerate().any(|(i, w)| {
-        CALL_CONTROLS.iter().any(|(verb, things)| {
-            let after = &n.words[i + 1..(i + 5).min(n.words.len())];
-            w == verb && (after.is_empty() || after.iter().any(|a| things.contains(&a.as_str())))
-        })
+        CALL_CONTROLS
+            .iter()
+            .find(|(verb, _)| w == verb)
+            .is_some_and(|(_, things)| {
+                let after = &n.words[i + 1..(i + 5).min(n.words.len())];
+                after.is_empty() || after.iter().any(|a| things.contains(&a.as_str()))
+            })
     })
 }
 
