@@ -1,9 +1,15 @@
 //! The Rust client: the generated `MemoryServiceClient` over a channel
-//! that carries the API key on every call and speaks TLS when asked.
+//! that carries the API key on every call, the consistency token of its
+//! last write on every read that honours one, and speaks TLS when asked.
 //! The CLI and the tests connect through [`connect`].
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use tonic::codegen::http::{HeaderValue, Request as HttpRequest, Response as HttpResponse};
+use tonic::codegen::BoxFuture;
 
 use tonic::metadata::AsciiMetadataValue;
 use tonic::service::interceptor::InterceptedService;
@@ -13,7 +19,63 @@ use tonic::{Request, Status};
 use crate::pb::memory_service_client::MemoryServiceClient;
 
 /// A connected client; every generated method is typed by the `.proto`.
-pub type MemoryClient = MemoryServiceClient<InterceptedService<Channel, BearerKey>>;
+pub type MemoryClient = MemoryServiceClient<InterceptedService<CarryToken<Channel>, BearerKey>>;
+
+/// The RPCs that honour a consistency token (their path's last part).
+const READS_AFTER_TOKEN: [&str; 2] = ["/Search", "/GetContextBundle"];
+
+/// Keeps the consistency token of the last write answered through it and
+/// sends it with every search and bundle, so they see that write on
+/// whichever daemon answers them (`api::status::CONSISTENCY_TOKEN`).
+#[derive(Clone)]
+pub struct CarryToken<S> {
+    inner: S,
+    last: Arc<Mutex<Option<HeaderValue>>>,
+}
+
+impl<S> CarryToken<S> {
+    /// Wraps `inner`, with no token yet.
+    pub fn new(inner: S) -> Self {
+        CarryToken {
+            inner,
+            last: Arc::default(),
+        }
+    }
+}
+
+impl<S, B, R> tower::Service<HttpRequest<B>> for CarryToken<S>
+where
+    S: tower::Service<HttpRequest<B>, Response = HttpResponse<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: HttpRequest<B>) -> Self::Future {
+        use crate::api::status::CONSISTENCY_TOKEN;
+        let path = req.uri().path();
+        if READS_AFTER_TOKEN.iter().any(|m| path.ends_with(m)) {
+            let token = self.last.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(t) = token {
+                req.headers_mut().insert(CONSISTENCY_TOKEN, t);
+            }
+        }
+        let last = self.last.clone();
+        let call = self.inner.call(req);
+        Box::pin(async move {
+            let response = call.await?;
+            if let Some(t) = response.headers().get(CONSISTENCY_TOKEN) {
+                *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.clone());
+            }
+            Ok(response)
+        })
+    }
+}
 
 /// How to reach the daemon.
 #[derive(Debug, Clone, Default)]
@@ -86,7 +148,7 @@ pub async fn connect(options: &ClientOptions) -> Result<MemoryClient, String> {
         .await
         .map_err(|e| format!("cannot connect to {}: {}", options.addr, chain(&e)))?;
     Ok(MemoryServiceClient::with_interceptor(
-        channel,
+        CarryToken::new(channel),
         BearerKey(key),
     ))
 }

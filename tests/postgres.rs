@@ -731,3 +731,39 @@ async fn an_idle_session_is_swept_once_by_one_of_three_daemons() {
         "one idle summary"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_search_with_the_token_of_a_write_through_another_daemon_sees_it() {
+    let Some(url) = database() else { return };
+    let fleet = fleet(&url, 2);
+    let (mut a, mut b) = (fleet.client(0).await, fleet.client(1).await);
+    create(&mut a, "s", "", 0).await;
+    const TOKEN: &str = "mnemo-consistency-token";
+    let mut misses = Vec::new();
+    for i in 0..50 {
+        let w = format!("relay{i:03}zq");
+        let r = a
+            .append_turns(append_req(
+                "ns",
+                "s",
+                vec![user_turn(&format!("parcel {w}"))],
+            ))
+            .await
+            .unwrap();
+        let token = r
+            .metadata()
+            .get(TOKEN)
+            .expect("a write carries a token")
+            .clone();
+        let mut req = tonic::Request::new(search_request("ns", "", &w));
+        req.metadata_mut().insert(TOKEN, token);
+        let hits = b.search(req).await.unwrap().into_inner().hits;
+        if hits.len() != 1 {
+            misses.push((i, hits.len()));
+        }
+    }
+    assert!(
+        misses.is_empty(),
+        "searches through daemon 1 with the token of a write through daemon 0 that missed it: {misses:?}"
+    );
+}

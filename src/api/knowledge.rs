@@ -8,7 +8,7 @@ use super::non_empty;
 use crate::error::{Error, Result};
 use crate::memory::episodes::{ActionRef, CarriedAction, Episode};
 use crate::memory::facts::{Fact, FactFilter, FactOrigin, FactSource, NewFact, PutOutcome};
-use crate::memory::Memory;
+use crate::memory::{Memory, ReadAfter};
 use crate::model::{ActionStatus, Outcome};
 use crate::pb;
 use crate::search::{Hit, Kind, SearchQuery, DEFAULT_LIMIT};
@@ -247,7 +247,11 @@ pub async fn update_pending_action(
 }
 
 /// Search.
-pub async fn search(m: &Memory, r: pb::SearchRequest) -> Result<pb::SearchResponse, Status> {
+pub async fn search(
+    m: &Memory,
+    r: pb::SearchRequest,
+    after: ReadAfter,
+) -> Result<pb::SearchResponse, Status> {
     let q = SearchQuery {
         kinds: kinds(&r.kinds)?,
         namespace: r.namespace,
@@ -263,7 +267,7 @@ pub async fn search(m: &Memory, r: pb::SearchRequest) -> Result<pb::SearchRespon
         snippets: true,
         phrases: true,
     };
-    let (hits, lag) = m.search(q).await?;
+    let (hits, lag) = m.search_after(q, after).await?;
     Ok(pb::SearchResponse {
         hits: hits.into_iter().map(Into::into).collect(),
         index_lag: lag,

@@ -18,9 +18,10 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use self::admit::admit;
+use self::status::CONSISTENCY_TOKEN;
 use crate::config::auth::Role;
 use crate::memory::summary::Attempt;
-use crate::memory::{AppendRequest, Memory, NewSession};
+use crate::memory::{AppendRequest, ConsistencyToken, Memory, NewSession, ReadAfter};
 use crate::model::SessionFilter;
 use crate::pb;
 use crate::pb::memory_service_server::MemoryService;
@@ -75,6 +76,33 @@ impl MemoryApi {
                 errors.join("; ")
             ))),
         }
+    }
+}
+
+/// What a read must see: the token in its metadata, else this daemon's
+/// acknowledged writes.
+fn read_after(metadata: &tonic::metadata::MetadataMap) -> Result<ReadAfter, Status> {
+    let Some(v) = metadata.get(CONSISTENCY_TOKEN) else {
+        return Ok(ReadAfter::OwnWrites);
+    };
+    let text = v
+        .to_str()
+        .map_err(|_| Status::invalid_argument(format!("{CONSISTENCY_TOKEN} is not ASCII text")))?;
+    ConsistencyToken::parse(text)
+        .map(ReadAfter::Token)
+        .map_err(Status::from)
+}
+
+impl MemoryApi {
+    /// `response` with this daemon's consistency token: a read that
+    /// carries it sees the write just made, on any daemon.
+    fn stamped<T>(&self, mut response: Response<T>) -> Response<T> {
+        let token = self.memory.index_clock().token().encode();
+        // The token is hexadecimal and dots: always a valid value.
+        if let Ok(v) = token.parse() {
+            response.metadata_mut().insert(CONSISTENCY_TOKEN, v);
+        }
+        response
     }
 }
 
@@ -175,6 +203,7 @@ impl MemoryService for MemoryApi {
         }
         .instrument(span)
         .await
+        .map(|r| self.stamped(r))
     }
 
     async fn delete_session(
@@ -192,6 +221,7 @@ impl MemoryService for MemoryApi {
         }
         .instrument(span)
         .await
+        .map(|r| self.stamped(r))
     }
 
     async fn append_turns(
@@ -221,6 +251,7 @@ impl MemoryService for MemoryApi {
         }
         .instrument(span)
         .await
+        .map(|r| self.stamped(r))
     }
 
     async fn list_turns(
@@ -277,6 +308,7 @@ impl MemoryService for MemoryApi {
         }
         .instrument(span)
         .await
+        .map(|r| self.stamped(r))
     }
 
     async fn summarize(
@@ -294,6 +326,7 @@ impl MemoryService for MemoryApi {
         }
         .instrument(span)
         .await
+        .map(|r| self.stamped(r))
     }
 
     async fn get_summary(
@@ -402,19 +435,21 @@ impl MemoryService for MemoryApi {
         }
         .instrument(span)
         .await
+        .map(|r| self.stamped(r))
     }
 
     async fn get_context_bundle(
         &self,
         request: Request<pb::GetContextBundleRequest>,
     ) -> Result<Response<pb::GetContextBundleResponse>, Status> {
+        let after = read_after(request.metadata())?;
         let r = admit(request, Role::Read)?;
         let span = span("GetContextBundle", &r.namespace, &r.session_id);
         async move {
             let req = context::bundle_request(&r)?;
             let bundle = self
                 .memory
-                .get_context_bundle(&r.namespace, &r.session_id, req)
+                .get_context_bundle_after(&r.namespace, &r.session_id, req, after)
                 .await?;
             Ok(Response::new(pb::GetContextBundleResponse {
                 bundle: Some(bundle.into()),
@@ -487,7 +522,7 @@ impl MemoryService for MemoryApi {
         knowledge::put_fact(&self.memory, r)
             .instrument(span)
             .await
-            .map(Response::new)
+            .map(|r| self.stamped(Response::new(r)))
     }
 
     async fn get_fact(
@@ -523,7 +558,7 @@ impl MemoryService for MemoryApi {
         knowledge::delete_fact(&self.memory, r)
             .instrument(span)
             .await
-            .map(Response::new)
+            .map(|r| self.stamped(Response::new(r)))
     }
 
     async fn list_episodes(
@@ -548,16 +583,17 @@ impl MemoryService for MemoryApi {
         knowledge::update_pending_action(&self.memory, r)
             .instrument(span)
             .await
-            .map(Response::new)
+            .map(|r| self.stamped(Response::new(r)))
     }
 
     async fn search(
         &self,
         request: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
+        let after = read_after(request.metadata())?;
         let r = admit(request, Role::Read)?;
         let span = span("Search", &r.namespace, &r.session_id);
-        knowledge::search(&self.memory, r)
+        knowledge::search(&self.memory, r, after)
             .instrument(span)
             .await
             .map(Response::new)

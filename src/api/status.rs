@@ -8,6 +8,12 @@ use crate::error::Error;
 /// carries (for a live-only watch, the seq the next append gets).
 pub const FIRST_SEQ_HEADER: &str = "mnemo-first-seq";
 
+/// Metadata of a consistency token: set on the response of every write
+/// that search can see, and honoured on a `Search` or `GetContextBundle`
+/// request (the answer then sees that write, or the call fails with
+/// UNAVAILABLE naming the index lag).
+pub const CONSISTENCY_TOKEN: &str = "mnemo-consistency-token";
+
 /// Longest status message sent. Messages quote what the client sent (an
 /// id, a key); a huge one would not fit in the response's headers and the
 /// client would see its call cancelled instead of the error.

@@ -82,6 +82,12 @@ pub struct Limits {
     pub watch_buffer: usize,
     /// Open WatchSession streams allowed per namespace.
     pub max_watches_per_namespace: usize,
+    /// Longest a search or a bundle's retrieval waits for the index to
+    /// apply the writes acknowledged before it (read-your-writes), in
+    /// milliseconds. Past it, a read without a consistency token is
+    /// answered with what is indexed (`index_lag` > 0); one with a token
+    /// gets UNAVAILABLE.
+    pub read_your_writes_wait_ms: u64,
 }
 
 impl Default for Limits {
@@ -99,6 +105,7 @@ impl Default for Limits {
             shutdown_grace_secs: 10,
             watch_buffer: 256,
             max_watches_per_namespace: 64,
+            read_your_writes_wait_ms: 2000,
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 
+use super::consistency::ReadAfter;
 use super::episodes::apply_overrides;
 use super::recall::{recall, Shown};
 use super::{validate, Memory};
@@ -46,16 +47,33 @@ const TRANSCRIPT_TURN_COST: u64 = 6;
 const TRANSCRIPT_HEADER_COST: u64 = 40;
 
 impl Memory {
-    /// Builds a context bundle of a session (see [`crate::bundle`]).
+    /// Builds a context bundle of a session (see [`crate::bundle`]); its
+    /// retrieval sees every write this process acknowledged before.
     pub async fn get_context_bundle(
         &self,
         ns: &str,
         session_id: &str,
         req: BundleRequest,
     ) -> Result<Bundle> {
+        self.get_context_bundle_after(ns, session_id, req, ReadAfter::OwnWrites)
+            .await
+    }
+
+    /// [`Memory::get_context_bundle`], its retrieval seeing what `after`
+    /// names.
+    pub async fn get_context_bundle_after(
+        &self,
+        ns: &str,
+        session_id: &str,
+        req: BundleRequest,
+        after: ReadAfter,
+    ) -> Result<Bundle> {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
         validate::bundle_request(&req)?;
+        if !req.skip_recall {
+            self.await_index(after).await?;
+        }
         // The text and its structured copy must fit one response message.
         let mut req = req;
         req.max_bytes = self.limits.max_message_bytes / 3;

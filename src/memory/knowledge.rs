@@ -5,6 +5,7 @@
 //! rules are `facts` and `episodes`; they reach the store as `decide`
 //! closures.
 
+use super::consistency::{ReadAfter, Waited};
 use super::episodes::{self, ActionRef, Episode};
 use super::facts::{self, Fact, FactFilter, NewFact, PutOutcome};
 use super::page::PageToken;
@@ -167,7 +168,13 @@ impl Memory {
     }
 
     /// Ranked search; the second value is the index backlog when it ran.
+    /// It sees every write this process acknowledged before it arrived.
     pub async fn search(&self, q: SearchQuery) -> Result<(Vec<Hit>, u64)> {
+        self.search_after(q, ReadAfter::OwnWrites).await
+    }
+
+    /// [`Memory::search`], seeing what `after` names.
+    pub async fn search_after(&self, q: SearchQuery, after: ReadAfter) -> Result<(Vec<Hit>, u64)> {
         validate::id("namespace", &q.namespace)?;
         if let Some(s) = &q.subject_id {
             validate::name("subject_id", s, validate::MAX_NAME_BYTES)?;
@@ -192,6 +199,7 @@ impl Memory {
                 search::MAX_LIMIT
             )));
         }
+        self.await_index(after).await?;
         let index = self.search.clone();
         let lag = self.index_backlog();
         let ns = q.namespace.clone();
@@ -199,6 +207,28 @@ impl Memory {
             .blocking(move |st| index.search(&q, &mut |hit| still_stored(st, &ns, hit)))
             .await?;
         Ok((hits, lag))
+    }
+
+    /// Waits, at most `limits.read_your_writes_wait_ms`, until the index
+    /// has applied what `after` names. Past the bound, a read of its own
+    /// writes is answered with what is indexed (its `index_lag` says how
+    /// much is not), and a read with a token is refused: UNAVAILABLE
+    /// naming the lag, to retry. A rebuilding index is not waited for
+    /// (searches answer UNAVAILABLE, bundles go without retrieval).
+    pub(super) async fn await_index(&self, after: ReadAfter) -> Result<()> {
+        if !self.search.is_ready() {
+            return Ok(());
+        }
+        let target = self.clock.target(after);
+        let bound = std::time::Duration::from_millis(self.limits.read_your_writes_wait_ms);
+        match (self.clock.wait_for(target, bound).await, after) {
+            (Waited::CaughtUp, _) | (Waited::TimedOut, ReadAfter::OwnWrites) => Ok(()),
+            (Waited::TimedOut, ReadAfter::Token(_)) => Err(Error::Unavailable(format!(
+                "this daemon's search index has not yet applied the write the consistency token names ({} outbox entries behind after {} ms); retry shortly",
+                self.index_backlog(),
+                bound.as_millis()
+            ))),
+        }
     }
 
     /// Outbox entries this process's search index has not applied yet.
@@ -330,6 +360,10 @@ impl Documents for StoredDocuments<'_> {
         limit: usize,
     ) -> Result<(Vec<Episode>, Option<Vec<u8>>)> {
         self.0.scan_episodes(after, limit)
+    }
+
+    fn durable(&self) -> Result<()> {
+        self.0.flush()
     }
 }
 

@@ -17,6 +17,7 @@
 //! - `validate`, `page`: request checks and page tokens.
 
 pub mod append;
+pub mod consistency;
 pub mod episodes;
 pub mod events;
 pub mod facts;
@@ -33,6 +34,7 @@ pub mod validate;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+pub use self::consistency::{ConsistencyToken, IndexClock, ReadAfter};
 pub use self::events::{Event, Notifier};
 pub use self::handoff::{HandoffOutcome, HandoffRequest};
 pub use self::sessions::NewSession;
@@ -94,6 +96,8 @@ pub struct Memory {
     search_consumer: String,
     /// Turns and tokens appended since start (metrics).
     appended: AppendCounters,
+    /// Index-relevant writes and how far the index applied them.
+    clock: Arc<IndexClock>,
 }
 
 /// The outbox consumer name of the search index of a daemon with a store
@@ -112,7 +116,14 @@ impl Memory {
             notifier: parts.notifier,
             search_consumer: parts.search_consumer,
             appended: AppendCounters::default(),
+            clock: Arc::new(IndexClock::default()),
         }
+    }
+
+    /// The count of index-relevant writes and how far the index applied
+    /// them (the runtime's indexer publishes its progress there).
+    pub fn index_clock(&self) -> &Arc<IndexClock> {
+        &self.clock
     }
 
     /// Tells the summarizer to stop waiting on outside services (at shutdown).
@@ -148,6 +159,18 @@ impl Memory {
 
     /// Tells the listeners.
     fn notify(&self, event: Event<'_>) {
+        // Counted before anyone hears of it, and so before it is
+        // acknowledged: a read arriving after the acknowledgement waits
+        // for the index to apply it.
+        if matches!(
+            event,
+            Event::Appended { .. }
+                | Event::Deleted { .. }
+                | Event::KnowledgeChanged
+                | Event::TurnRemoved { .. }
+        ) {
+            self.clock.wrote();
+        }
         self.notifier.notify(&event);
     }
 

@@ -1,11 +1,16 @@
 //! The indexer: one thread that rebuilds the index when it must, then
 //! follows the store's outbox by its own cursor — apply a batch of
-//! entries, commit the index, advance the cursor. A crash between commit
-//! and advance re-applies a batch, which is harmless; a crash before the
-//! commit loses nothing, since the entries are still in the store.
+//! entries, make the store durable, commit the index, advance the cursor.
+//! A crash between commit and advance re-applies a batch, which is
+//! harmless (every document is replaced by its key); a crash before the
+//! commit loses nothing, since the entries are still in the store. The
+//! store is made durable before the index commit, so the index never
+//! holds a record that a crash can take back from the store (a write
+//! visible but not yet synced when the indexer read it).
 //! Writers nudge it after each write; it waits `COALESCE` so that the
-//! writes that follow share one commit, then applies them. It also polls,
-//! so a missed nudge delays an update by at most `POLL`.
+//! writes that follow share one commit, then applies them — at once when a
+//! read is waiting for them (read-your-writes, `memory::consistency`). It
+//! also polls, so a missed nudge delays an update by at most `POLL`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
@@ -14,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::memory::knowledge::StoredDocuments;
+use crate::memory::IndexClock;
 use crate::search::SearchIndex;
 use crate::store::Store;
 
@@ -56,9 +62,14 @@ impl Indexer {
         index: Arc<SearchIndex>,
         rebuild: bool,
         consumer: String,
+        clock: Arc<IndexClock>,
     ) -> Indexer {
         // One pending nudge is enough: the thread drains the whole outbox.
         let (tx, rx) = mpsc::sync_channel::<()>(1);
+        let waker = tx.clone();
+        clock.set_waker(Box::new(move || {
+            let _ = waker.try_send(());
+        }));
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(IndexerStats::default());
         let (flag, counters) = (stop.clone(), stats.clone());
@@ -69,15 +80,15 @@ impl Indexer {
                     rebuild_until_done(store.as_ref(), &index, &flag);
                 }
                 while !flag.load(Ordering::Acquire) {
-                    match drain(store.as_ref(), &index, &counters, &consumer) {
+                    match drain(store.as_ref(), &index, &counters, &consumer, &clock) {
                         Ok(0) => match rx.recv_timeout(POLL) {
-                            Ok(()) => pause(&flag, COALESCE),
+                            Ok(()) => pause(&flag, &clock, COALESCE),
                             Err(RecvTimeoutError::Timeout) => {}
                             Err(RecvTimeoutError::Disconnected) => break,
                         },
                         // A full batch: more is waiting.
                         Ok(n) if n >= BATCH => {}
-                        Ok(_) => pause(&flag, COALESCE),
+                        Ok(_) => pause(&flag, &clock, COALESCE),
                         Err(e) => {
                             counters.failures.fetch_add(1, Ordering::Relaxed);
                             tracing::error!(error = %e, "search index update failed; retrying");
@@ -146,11 +157,12 @@ fn rebuild_until_done(store: &dyn Store, index: &SearchIndex, stop: &AtomicBool)
     }
 }
 
-/// Sleeps for `time`, or less if `stop` is set meanwhile.
-fn pause(stop: &AtomicBool, time: Duration) {
-    let step = Duration::from_millis(10);
+/// Sleeps for `time`, or less if `stop` is set or a read starts waiting
+/// for the index meanwhile.
+fn pause(stop: &AtomicBool, clock: &IndexClock, time: Duration) {
+    let step = Duration::from_millis(2);
     let mut left = time;
-    while !left.is_zero() && !stop.load(Ordering::Acquire) {
+    while !left.is_zero() && !stop.load(Ordering::Acquire) && !clock.has_waiters() {
         let nap = left.min(step);
         std::thread::sleep(nap);
         left -= nap;
@@ -163,13 +175,20 @@ fn drain(
     index: &SearchIndex,
     stats: &IndexerStats,
     consumer: &str,
+    clock: &IndexClock,
 ) -> crate::Result<usize> {
+    // Every write counted by now is in the outbox this read sees (a
+    // shared store numbers its committed entries first).
+    let written = clock.written();
     let page = store.read_outbox(consumer, BATCH)?;
     if page.through == 0 {
+        clock.applied_through(written);
         return Ok(0);
     }
     let n = page.entries.len();
     let changes: Vec<_> = page.entries.into_iter().map(|(_, c)| c).collect();
+    // What the batch read from the store is made durable before the index
+    // commits it: a crash cannot leave a document whose record it undid.
     index.apply(&StoredDocuments(store), &changes)?;
     // Counted once committed to the index and before the cursor moves: a
     // scrape that sees no backlog sees them counted (a batch applied again
@@ -178,5 +197,9 @@ fn drain(
     stats.commits.fetch_add(1, Ordering::Relaxed);
     // The index commit is durable before the cursor moves past them.
     store.advance_outbox(consumer, page.through)?;
+    // A page that was not full held everything counted before the read.
+    if n < BATCH {
+        clock.applied_through(written);
+    }
     Ok(n.max(1))
 }

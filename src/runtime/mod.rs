@@ -143,22 +143,23 @@ impl Runtime {
         .await
         .map_err(|e| Error::Internal(format!("opening the search index failed: {e}")))??;
         let search = Arc::new(search);
-        let indexer = Arc::new(Indexer::start(
-            store.clone(),
-            search.clone(),
-            rebuild,
-            search_consumer.clone(),
-        ));
         let bus = Arc::new(Bus::default());
         let memory = Arc::new(Memory::new(Parts {
-            store,
-            search,
+            store: store.clone(),
+            search: search.clone(),
             limits: limits.clone(),
             summaries: summaries.clone(),
             summarizer,
             notifier: bus.clone(),
-            search_consumer,
+            search_consumer: search_consumer.clone(),
         }));
+        let indexer = Arc::new(Indexer::start(
+            store,
+            search,
+            rebuild,
+            search_consumer,
+            memory.index_clock().clone(),
+        ));
         let hub = Arc::new(WatchHub::new(
             limits.watch_buffer,
             limits.max_watches_per_namespace,

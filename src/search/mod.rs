@@ -78,6 +78,10 @@ pub trait Documents {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<(Vec<Episode>, Option<Vec<u8>>)>;
+    /// Makes everything read so far durable. The index commits only what
+    /// a crash cannot take back: a record can be visible before the write
+    /// that made it is synced (and acknowledged).
+    fn durable(&self) -> Result<()>;
 }
 
 /// The commit payload of a complete index of this layout. An index
@@ -493,17 +497,21 @@ impl SearchIndex {
         }
     }
 
-    /// Applies outbox entries and commits; the entries may then be
-    /// acknowledged. Applying an entry twice is harmless.
+    /// Applies outbox entries and commits, after what they read from the
+    /// store was made durable; the entries may then be acknowledged.
+    /// Applying an entry twice is harmless: every document is keyed, and
+    /// adding one replaces the document of the same key.
     pub fn apply(&self, store: &dyn Documents, changes: &[IndexChange]) -> Result<()> {
         let mut w = self.writer();
-        for c in changes {
-            if let Err(e) = self.apply_one(&w, store, c) {
-                // Leave the batch uncommitted: it is retried, and the
-                // documents it added are discarded.
-                let _ = w.rollback();
-                return Err(e);
-            }
+        let applied = changes
+            .iter()
+            .try_for_each(|c| self.apply_one(&w, store, c))
+            .and_then(|()| store.durable());
+        if let Err(e) = applied {
+            // Leave the batch uncommitted: it is retried, and the
+            // documents it added are discarded.
+            let _ = w.rollback();
+            return Err(e);
         }
         self.commit(&mut w)
     }
@@ -576,6 +584,7 @@ impl SearchIndex {
                 None => break,
             }
         }
+        store.durable()?;
         self.commit(&mut w)?;
         self.ready.store(true, Ordering::Release);
         Ok(docs)

@@ -273,6 +273,25 @@ impl Collector for MemoryCollector {
             "search index batches that failed (and were retried)",
             ix.failures.load(Relaxed),
         )?;
+        let rw = m.memory().index_clock().stats();
+        counter(
+            &mut e,
+            "search_consistency_waits",
+            "searches and bundles that waited for the index to apply earlier writes",
+            rw.waits.load(Relaxed),
+        )?;
+        counter(
+            &mut e,
+            "search_consistency_wait_microseconds",
+            "time those reads waited, in all",
+            rw.waited_micros.load(Relaxed),
+        )?;
+        counter(
+            &mut e,
+            "search_consistency_timeouts",
+            "reads whose wait for the index reached read_your_writes_wait_ms",
+            rw.timeouts.load(Relaxed),
+        )?;
         gauge(
             &mut e,
             "watch_streams_open",

@@ -54,6 +54,12 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_RETRIES = 3;
 const BACKOFF_BASE_MS = 100;
 const BACKOFF_MAX_MS = 2_000;
+/**
+ * Set on the response of every write search can see; sent back on a read,
+ * the read sees that write (or fails with UNAVAILABLE naming the lag).
+ */
+export const CONSISTENCY_TOKEN_HEADER = 'mnemo-consistency-token';
+const READS_AFTER_TOKEN = new Set(['Search', 'GetContextBundle']);
 // The server bounds a waiting Summarize by its request timeout (30 s by
 // default); the client waits a little longer so the server's answer wins.
 const SUMMARIZE_WAIT_MS = 35_000;
@@ -262,6 +268,12 @@ export class MnemoClient {
   private readonly methods: grpc.ServiceDefinition;
   private readonly channel: grpc.Client;
   private readonly metadata: grpc.Metadata;
+  /**
+   * The consistency token of this client's last write: sent with every
+   * search and bundle, so they see that write whichever daemon answers (a
+   * single daemon already answers reads after its own writes).
+   */
+  consistencyToken: string | undefined;
 
   constructor(address: string = DEFAULT_ADDRESS, options: MnemoClientOptions = {}) {
     let tls = options.tls ?? false;
@@ -649,16 +661,25 @@ export class MnemoClient {
   /** One attempt of a unary call with its own deadline and the call metadata. */
   private once<Req, Res>(method: grpc.MethodDefinition<Req, Res>, request: Req, timeoutMs: number | undefined): Promise<Res> {
     const deadline = Date.now() + (timeoutMs ?? this.timeoutMs);
+    const metadata = this.metadata.clone();
+    const rpc = method.path.slice(method.path.lastIndexOf('/') + 1);
+    if (this.consistencyToken !== undefined && READS_AFTER_TOKEN.has(rpc)) {
+      metadata.set(CONSISTENCY_TOKEN_HEADER, this.consistencyToken);
+    }
     return new Promise((resolve, reject) => {
-      this.channel.makeUnaryRequest(
+      const call = this.channel.makeUnaryRequest(
         method.path,
         method.requestSerialize,
         method.responseDeserialize,
         request,
-        this.metadata.clone(),
+        metadata,
         { deadline },
         (error, response) => (error ? reject(error) : resolve(response as Res)),
       );
+      call.on('metadata', (headers: grpc.Metadata) => {
+        const [token] = headers.get(CONSISTENCY_TOKEN_HEADER);
+        if (typeof token === 'string') this.consistencyToken = token;
+      });
     });
   }
 }

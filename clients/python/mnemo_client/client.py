@@ -64,6 +64,10 @@ SummaryFormat = Literal["structured", "json", "markdown"]
 # Codes after which repeating an idempotent call can succeed.
 # Response header of WatchSession: the seq of the first turn the stream carries.
 FIRST_SEQ_HEADER = "mnemo-first-seq"
+# Set on the response of every write search can see; sent back on a read,
+# the read sees that write (or fails with UNAVAILABLE naming the lag).
+CONSISTENCY_TOKEN_HEADER = "mnemo-consistency-token"
+_READS_AFTER_TOKEN = frozenset({"Search", "GetContextBundle"})
 _RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 _BACKOFF_BASE_SECONDS = 0.1
 _BACKOFF_MAX_SECONDS = 2.0
@@ -123,6 +127,10 @@ class MnemoClient:
         self._metadata: tuple[tuple[str, str], ...] = (
             (("authorization", f"Bearer {api_key}"),) if api_key else ()
         )
+        # The consistency token of this client's last write: sent with every
+        # search and bundle, so they see that write whichever daemon answers
+        # (a single daemon already answers reads after its own writes).
+        self.consistency_token: str | None = None
         if tls or root_certificates is not None or client_cert is not None:
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=_pem(root_certificates),
@@ -716,9 +724,17 @@ class MnemoClient:
         method: Callable[..., Any] = getattr(self._stub, rpc)
         deadline = self.timeout if timeout is None else timeout
         attempts = 1 + (self.retries if idempotent else 0)
+        metadata = self._metadata
+        token = self.consistency_token
+        if token and rpc in _READS_AFTER_TOKEN:
+            metadata = (*metadata, (CONSISTENCY_TOKEN_HEADER, token))
         for attempt in range(attempts):
             try:
-                return method(request, timeout=deadline, metadata=self._metadata)
+                response, call = method.with_call(request, timeout=deadline, metadata=metadata)
+                for key, value in call.initial_metadata() or ():
+                    if key == CONSISTENCY_TOKEN_HEADER and isinstance(value, str):
+                        self.consistency_token = value
+                return response
             except grpc.RpcError as e:
                 code = e.code() if isinstance(e, grpc.Call) else None
                 if code in _RETRYABLE and attempt + 1 < attempts:
