@@ -758,8 +758,11 @@ async fn a_search_with_the_token_of_a_write_through_another_daemon_sees_it() {
         let mut req = tonic::Request::new(search_request("ns", "", &w));
         req.metadata_mut().insert(TOKEN, token);
         let hits = b.search(req).await.unwrap().into_inner().hits;
-        if hits.len() != 1 {
-            misses.push((i, hits.len()));
+        // The turn before is indexed with this one as its context: only
+        // the turn itself holds the word in its own text.
+        let own = hits.iter().filter(|h| h.snippet.contains(&w)).count();
+        if own != 1 {
+            misses.push((i, own));
         }
     }
     assert!(
