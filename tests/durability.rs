@@ -119,13 +119,13 @@ async fn crash_round(dir: &Path, round: u64) -> (HashMap<String, u64>, Vec<Strin
     (acked, unacked)
 }
 
-/// Crash rounds: 20 by default (CI); `MNEMO_CRASH_ROUNDS=200` for the long
+/// Crash rounds: 50 by default (CI); `MNEMO_CRASH_ROUNDS=200` for the long
 /// run (see the README's durability section).
 fn crash_rounds() -> u64 {
     std::env::var("MNEMO_CRASH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(20)
+        .unwrap_or(50)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

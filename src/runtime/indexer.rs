@@ -52,6 +52,7 @@ pub struct Indexer {
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
     stats: Arc<IndexerStats>,
+    index: Arc<SearchIndex>,
 }
 
 impl Indexer {
@@ -73,11 +74,20 @@ impl Indexer {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(IndexerStats::default());
         let (flag, counters) = (stop.clone(), stats.clone());
+        let kept = index.clone();
         let thread = std::thread::Builder::new()
             .name("mnemo-indexer".into())
             .spawn(move || {
                 if rebuild {
                     rebuild_until_done(store.as_ref(), &index, &flag);
+                }
+                match index.repair_after_crash(&StoredDocuments(store.as_ref())) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(
+                        keys = n,
+                        "records indexed twice before the last crash were indexed again"
+                    ),
+                    Err(e) => tracing::error!(error = %e, "checking the search index after a crash failed"),
                 }
                 while !flag.load(Ordering::Acquire) {
                     match drain(store.as_ref(), &index, &counters, &consumer, &clock) {
@@ -104,6 +114,7 @@ impl Indexer {
             stop,
             thread: Mutex::new(Some(thread)),
             stats,
+            index: kept,
         }
     }
 
@@ -126,6 +137,12 @@ impl Indexer {
         if let Some(t) = thread {
             if t.join().is_err() {
                 tracing::error!("the indexer thread panicked");
+                return;
+            }
+            // Its last commit is done: the next start need not check the
+            // index for a crash's leftovers.
+            if let Err(e) = self.index.mark_clean_stop() {
+                tracing::warn!(error = %e, "cannot mark the search index as cleanly stopped");
             }
         }
     }

@@ -14,6 +14,7 @@
 
 mod identity;
 mod query;
+mod repair;
 mod schema;
 mod scoped;
 pub mod when;
@@ -86,7 +87,7 @@ pub trait Documents {
 
 /// The commit payload of a complete index of this layout. An index
 /// without it (older layout, or a rebuild that did not finish) is rebuilt.
-const COMPLETE: &str = "mnemo-search-v4 complete";
+const COMPLETE: &str = "mnemo-search-v5 complete";
 /// Words too common in agent conversations and questions to rank by:
 /// Lucene's English stop words (without "no" and "not") and the question
 /// and pronoun words agents put in a search.
@@ -196,6 +197,10 @@ pub struct SearchIndex {
     columns: identity::ColumnCache,
     /// See [`scoped::LEADING_POSTINGS`] (tests lower it).
     leading_postings: u64,
+    /// Where the index lives (`None`: in memory).
+    dir: Option<std::path::PathBuf>,
+    /// Whether the daemon before stopped cleanly (see `repair.rs`).
+    opened_clean: bool,
 }
 
 impl SearchIndex {
@@ -208,6 +213,10 @@ impl SearchIndex {
         let (index, rebuild) = match dir {
             None => (Index::create_in_ram(schema), true),
             Some(dir) => Self::open_dir(dir, schema)?,
+        };
+        let opened_clean = match dir {
+            Some(dir) => repair::stopped_cleanly(dir)?,
+            None => true,
         };
         // Words, lowercased, common words dropped, English stems.
         index.tokenizers().register(
@@ -237,6 +246,8 @@ impl SearchIndex {
             ready: AtomicBool::new(!rebuild),
             columns: identity::ColumnCache::default(),
             leading_postings: scoped::LEADING_POSTINGS,
+            dir: dir.map(Path::to_path_buf),
+            opened_clean,
         };
         Ok((s, rebuild))
     }

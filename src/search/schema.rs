@@ -129,7 +129,8 @@ pub(super) fn schema() -> (Schema, Fields) {
         }
     };
     let f = Fields {
-        doc_key: b.add_text_field("doc_key", STRING),
+        // A column too: the check after a crash reads every key.
+        doc_key: b.add_text_field("doc_key", STRING | FAST),
         ns: b.add_text_field("ns", STRING),
         // What identifies a hit is read from columns (`identity.rs`); the
         // document store keeps only the text snippets are cut from.
