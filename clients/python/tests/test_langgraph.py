@@ -48,14 +48,8 @@ def test_put_get_search_delete_and_list(daemon: Daemon, client: MnemoClient, nam
     }
     assert [i.key for i in store.search(("users", "ann"), filter={"kind": "fact"})] == ["food"]
 
-    def ranked() -> list[Any]:
-        return store.search(("users", "ann", "memories"), query="vegetarian")
-
-    found = ranked()
-    deadline = 50
-    while not found and deadline:  # the search index follows writes within moments
-        asyncio.run(asyncio.sleep(0.1))
-        found, deadline = ranked(), deadline - 1
+    # Read your writes: the search right after the put sees it.
+    found = store.search(("users", "ann", "memories"), query="vegetarian")
     assert found and found[0].key == "food" and found[0].score is not None
 
     assert store.list_namespaces() == [("users", "ann", "memories"), ("users", "bob")]
@@ -66,6 +60,18 @@ def test_put_get_search_delete_and_list(daemon: Daemon, client: MnemoClient, nam
     store.delete(("users", "bob"), "food")
     assert store.get(("users", "bob"), "food") is None
     assert store.list_namespaces() == [("users", "ann", "memories")]
+
+
+def test_a_put_is_found_by_the_search_right_after_it(daemon: Daemon, namespace: str) -> None:
+    store = MnemoStore(address=daemon.address, namespace=namespace)
+    misses = []
+    for i in range(100):
+        word = f"zq{i:03d}marker"
+        store.put(("bar", "u1"), f"k{i}", {"text": f"prefers {word}"})
+        if [item.key for item in store.search(("bar",), query=word)] != [f"k{i}"]:
+            misses.append(i)
+    assert misses == [], f"searches right after a put that missed it: {misses}"
+    assert store.list_namespaces(prefix=("bar",)) == [("bar", "u1")]
 
 
 def test_async_operations(daemon: Daemon, namespace: str) -> None:

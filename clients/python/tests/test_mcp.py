@@ -119,14 +119,17 @@ async def story(session: ClientSession, client: MnemoClient, namespace: str) -> 
     facts = await session.call_tool("list_facts", {"subject_id": "cust-9"})
     assert "Prefers email." in text_of(facts)
 
-    found = ""
-    for _ in range(100):  # the index follows writes within moments
-        hits = await session.call_tool("search_memory", {"query": "charged twice", "limit": 3})
-        found = text_of(hits)
-        if "case-1" in found:
-            break
-        await asyncio.sleep(0.1)
+    # Read your writes: remember, then search at once.
+    found = text_of(await session.call_tool("search_memory", {"query": "charged twice", "limit": 3}))
     assert "turn case-1 #1" in found, found
+    for i in range(20):
+        word = f"zq{i:02d}parcel"
+        kept = await session.call_tool(
+            "remember", {"session_id": "case-rw", "turns": [{"role": "user", "content": f"my parcel code is {word}"}]}
+        )
+        assert not kept.is_error, text_of(kept)
+        hits = text_of(await session.call_tool("search_memory", {"query": word, "limit": 3}))
+        assert "case-rw" in hits, (i, hits)
 
     sessions = await session.call_tool("list_sessions", {"subject_id": "cust-9"})
     assert "case-1" in text_of(sessions)
