@@ -144,8 +144,8 @@ async fn session(c: &mut MemoryServiceClient<Channel>, id: &str) {
         subject_id: "customer:1".into(),
         settings: Some(pb::SessionSettings {
             // Summaries off: the figures are search's and append's.
-            summary_every_turns: 1_000_000,
-            context_limit_tokens: 100_000_000,
+            summary_every_turns: 10_000,
+            context_limit_tokens: 10_000_000,
             ..Default::default()
         }),
         ..Default::default()
@@ -216,7 +216,7 @@ async fn measure(addr: SocketAddr, rng: &mut Rng, tag: u64) -> Figures {
     // Everything loaded is searchable before the searches are timed.
     loop {
         let r = c
-            .search(search("order"))
+            .search(search("order".into()))
             .await
             .expect("search")
             .into_inner();
