@@ -770,3 +770,73 @@ async fn a_search_with_the_token_of_a_write_through_another_daemon_sees_it() {
         "searches through daemon 1 with the token of a write through daemon 0 that missed it: {misses:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_removal_through_another_daemon_followed_by_an_append_reaches_the_watchers() {
+    use pb::watch_session_response::Event;
+    let Some(url) = database() else { return };
+    let f = fleet(&url, 2);
+    let (mut a, mut b) = (f.client(0).await, f.client(1).await);
+    create(&mut a, "rm", "", 10_000).await;
+    for round in 1..=5u64 {
+        let seq = round;
+        b.append_turns(append_req(
+            "ns",
+            "rm",
+            vec![user_turn(&format!("draft {seq}"))],
+        ))
+        .await
+        .unwrap();
+        // A watcher on A that has sent the turn.
+        let mut stream = a
+            .watch_session(pb::WatchSessionRequest {
+                namespace: "ns".into(),
+                session_id: "rm".into(),
+                from_seq: seq,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let first = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("the turn in time")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(first.event, Some(Event::Turn(ref t)) if t.seq == seq));
+        // Through B: the turn goes and another takes its seq at once.
+        b.remove_last_turn(pb::RemoveLastTurnRequest {
+            namespace: "ns".into(),
+            session_id: "rm".into(),
+            expected_last_seq: seq,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        b.append_turns(append_req(
+            "ns",
+            "rm",
+            vec![user_turn(&format!("final {seq}"))],
+        ))
+        .await
+        .unwrap();
+        let end = loop {
+            let msg = tokio::time::timeout(Duration::from_secs(10), stream.message())
+                .await
+                .expect("round {round}: the watcher on A heard of the removal in time");
+            match msg {
+                Err(status) => break status,
+                Ok(Some(m)) => assert!(
+                    !matches!(m.event, Some(Event::Turn(ref t)) if t.seq == seq),
+                    "round {round}: the replacement was sent without the removal: {m:?}"
+                ),
+                Ok(None) => panic!("round {round}: the stream ended without an error"),
+            }
+        };
+        assert_eq!(end.code(), Code::Aborted, "{end:?}");
+        assert!(
+            end.message().contains(&format!("from_seq={seq}")),
+            "{}",
+            end.message()
+        );
+    }
+}

@@ -221,6 +221,7 @@ pub fn plan_removal(
     let mut session = current.clone();
     session.turn_count = session.turn_count.saturating_sub(1);
     session.next_seq = turn.seq;
+    session.removed_turns += 1;
     session.total_tokens = session
         .total_tokens
         .saturating_sub(u64::from(turn.token_count));

@@ -128,6 +128,10 @@ pub struct Session {
     /// The summary version the session's episode was made from (0 = no
     /// episode yet). A stopped session whose summary is newer is due one.
     pub episode_version: u64,
+    /// Turns removed from the end (`RemoveLastTurn`) over the session's
+    /// life: a watcher on another daemon that re-reads the session learns
+    /// of a removal by it, even when appends refilled the seqs since.
+    pub removed_turns: u64,
 }
 
 impl Session {
@@ -157,6 +161,7 @@ impl Session {
             lease_epoch: 1,
             last_active_at: now,
             episode_version: 0,
+            removed_turns: 0,
         }
     }
 

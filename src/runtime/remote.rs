@@ -7,7 +7,9 @@
 //! are lost while the connection is down. Either way the follower re-reads
 //! the session and publishes what its watchers were not told yet; the
 //! watchers read the turns themselves, by seq, so a notice seen twice or
-//! late loses and repeats nothing. Other daemons' writes also wake the
+//! late loses and repeats nothing. A removal is told by the session's count
+//! of removed turns, so one followed by an append (the seq refilled) before
+//! the re-read is still seen as a removal. Other daemons' writes also wake the
 //! search indexer, which follows the shared outbox.
 
 use std::sync::Arc;
@@ -115,10 +117,25 @@ async fn reconcile(memory: &Memory, hub: &WatchHub, ns: &str, id: &str) -> crate
         return Ok(());
     };
     let last = session.last_seq();
-    if last < known.last_seq {
+    // Removals another daemon made: each took the last turn of its time,
+    // so none took a seq below `known.last_seq + 1 - removed`. Appends may
+    // have refilled the seqs since, so the count, not the last seq, tells.
+    let removed = session.removed_turns.saturating_sub(known.removed_turns);
+    let told_through = if removed > 0 {
+        let from = (known.last_seq + 1)
+            .saturating_sub(removed)
+            .max(1)
+            .min(last + 1);
+        hub.publish(ns, id, Notice::Removed { seq: from });
+        hub.told_removals(ns, id, session.removed_turns);
+        from - 1
+    } else if last < known.last_seq {
         hub.publish(ns, id, Notice::Removed { seq: last + 1 });
-    }
-    if last > known.last_seq {
+        last
+    } else {
+        known.last_seq
+    };
+    if last > told_through {
         hub.publish(ns, id, Notice::Appended { last_seq: last });
     }
     if session.state != known.state {
@@ -135,4 +152,107 @@ async fn reconcile(memory: &Memory, hub: &WatchHub, ns: &str, id: &str) -> crate
         hub.publish(ns, id, Notice::Summary(s));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::memory::{AppendRequest, NewSession, Parts};
+    use crate::model::{NewTurn, Role, SessionSettings};
+    use crate::search::SearchIndex;
+    use crate::store::MemoryStore;
+
+    fn turn(text: &str) -> AppendRequest {
+        AppendRequest {
+            turns: vec![NewTurn {
+                role: Role::User,
+                speaker: "ada".into(),
+                content: text.into(),
+                client_time: None,
+                tool_call: None,
+                metadata: BTreeMap::new(),
+            }],
+            idempotency_key: None,
+            expected_next_seq: None,
+            lease_epoch: None,
+        }
+    }
+
+    /// What this daemon's watchers hear when another daemon (here: writes
+    /// that no listener of this hub heard) removed the last turn and
+    /// appended another before the re-read.
+    #[tokio::test]
+    async fn a_removal_refilled_before_the_re_read_is_told_as_a_removal() {
+        let (search, _) = SearchIndex::open(None).expect("index");
+        let memory = Memory::new(Parts {
+            store: Arc::new(MemoryStore::default()),
+            search: Arc::new(search),
+            limits: Default::default(),
+            summaries: Default::default(),
+            summarizer: Arc::new(crate::summarize::RuleBased),
+            notifier: Arc::new(crate::memory::events::Nobody),
+            search_consumer: "search".into(),
+        });
+        memory
+            .create_session(NewSession {
+                namespace: "ns".into(),
+                session_id: Some("s".into()),
+                subject_id: String::new(),
+                title: String::new(),
+                metadata: BTreeMap::new(),
+                settings: SessionSettings::default(),
+                owner_agent: String::new(),
+            })
+            .await
+            .expect("created");
+        for text in ["one", "two", "three"] {
+            memory
+                .append_turns("ns", "s", turn(text))
+                .await
+                .expect("appended");
+        }
+        let hub = Arc::new(WatchHub::new(16, 4));
+        let mut sub = hub.subscribe("ns", "s").expect("subscribed");
+        hub.observe(
+            "ns",
+            "s",
+            &memory.get_session("ns", "s").await.expect("read"),
+        );
+
+        memory
+            .remove_last_turn("ns", "s", Some(3), None)
+            .await
+            .expect("removed");
+        memory
+            .append_turns("ns", "s", turn("three again"))
+            .await
+            .expect("appended");
+        reconcile(&memory, &hub, "ns", "s")
+            .await
+            .expect("reconciled");
+        let wait = std::time::Duration::from_secs(5);
+        let removed = tokio::time::timeout(wait, sub.recv())
+            .await
+            .expect("a notice in time");
+        assert!(
+            matches!(removed, Ok(Notice::Removed { seq: 3 })),
+            "{removed:?}"
+        );
+        let appended = tokio::time::timeout(wait, sub.recv())
+            .await
+            .expect("a notice in time");
+        assert!(
+            matches!(appended, Ok(Notice::Appended { last_seq: 3 })),
+            "{appended:?}"
+        );
+        // Told once: a second re-read tells nothing more.
+        reconcile(&memory, &hub, "ns", "s")
+            .await
+            .expect("reconciled");
+        assert_eq!(hub.known("ns", "s").map(|k| k.removed_turns), Some(1));
+        let more = tokio::time::timeout(std::time::Duration::from_millis(50), sub.recv()).await;
+        assert!(more.is_err(), "nothing more was told: {more:?}");
+    }
 }

@@ -99,6 +99,8 @@ pub struct Known {
     /// Notices published so far (a reconciliation that read the session
     /// before the newest of them is stale and is dropped).
     pub published: u64,
+    /// The session's count of removed turns the watchers were told of.
+    pub removed_turns: u64,
 }
 
 impl Known {
@@ -108,7 +110,10 @@ impl Known {
             Notice::Appended { last_seq } => self.last_seq = self.last_seq.max(*last_seq),
             Notice::State { state, .. } => self.state = *state,
             Notice::Summary(s) => self.summary_version = self.summary_version.max(s.version),
-            Notice::Removed { seq } => self.last_seq = seq.saturating_sub(1),
+            Notice::Removed { seq } => {
+                self.last_seq = seq.saturating_sub(1);
+                self.removed_turns += 1;
+            }
             Notice::Deleted => {}
         }
     }
@@ -197,7 +202,22 @@ impl WatchHub {
                 state: session.state,
                 summary_version: session.summary.version,
                 published: 0,
+                removed_turns: session.removed_turns,
             });
+        }
+    }
+
+    /// Records that the watchers of a session were told of its removals
+    /// up to the session's count `total` (several removals can be told as
+    /// one notice).
+    pub fn told_removals(&self, ns: &str, session_id: &str, total: u64) {
+        let mut inner = self.lock();
+        if let Some(k) = inner
+            .channels
+            .get_mut(&(ns.to_owned(), session_id.to_owned()))
+            .and_then(|ch| ch.known.as_mut())
+        {
+            k.removed_turns = k.removed_turns.max(total);
         }
     }
 

@@ -19,10 +19,13 @@ pub const FORMAT_V3: u8 = 3;
 /// its state as bytes (formats 1 to 3 held the rule engine's state
 /// inline). Every other record is laid out as in V3.
 pub const FORMAT_V4: u8 = 4;
+/// Sessions gained `removed_turns`. Every other record is laid out as in
+/// V4.
+pub const FORMAT_V5: u8 = 5;
 /// The format new records are written in. Bump it when a stored type
 /// changes incompatibly, and keep a decoder for every older format (see
 /// `store::legacy`).
-pub const FORMAT_CURRENT: u8 = FORMAT_V4;
+pub const FORMAT_CURRENT: u8 = FORMAT_V5;
 const HEADER: usize = 5;
 
 /// Encodes a value into a checksummed envelope.

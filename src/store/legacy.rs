@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::codec::{self, FORMAT_V1, FORMAT_V2, FORMAT_V4};
+use super::codec::{self, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4};
 use crate::error::Result;
 use crate::model::{
     Encoding, FoldRecord, RiskLevel, Session, SessionSettings, SessionState, SummaryProgress,
@@ -107,6 +107,55 @@ impl From<SessionV2> for Session {
             // Sessions stored before episodes existed have none; a stopped
             // one gets its episode from the start-up rescan.
             episode_version: 0,
+            removed_turns: 0,
+        }
+    }
+}
+
+/// A session as formats 3 and 4 stored it (before `removed_turns`).
+#[derive(Deserialize)]
+struct SessionV4 {
+    namespace: String,
+    session_id: String,
+    subject_id: String,
+    title: String,
+    metadata: BTreeMap<String, String>,
+    settings: SessionSettings,
+    state: SessionState,
+    turn_count: u64,
+    next_seq: u64,
+    total_tokens: u64,
+    created_at: UnixNanos,
+    updated_at: UnixNanos,
+    summary: SummaryProgress,
+    owner_agent: String,
+    lease_epoch: u64,
+    last_active_at: UnixNanos,
+    episode_version: u64,
+}
+
+impl From<SessionV4> for Session {
+    fn from(v: SessionV4) -> Session {
+        Session {
+            namespace: v.namespace,
+            session_id: v.session_id,
+            subject_id: v.subject_id,
+            title: v.title,
+            metadata: v.metadata,
+            settings: v.settings,
+            state: v.state,
+            turn_count: v.turn_count,
+            next_seq: v.next_seq,
+            total_tokens: v.total_tokens,
+            created_at: v.created_at,
+            updated_at: v.updated_at,
+            summary: v.summary,
+            owner_agent: v.owner_agent,
+            lease_epoch: v.lease_epoch,
+            last_active_at: v.last_active_at,
+            episode_version: v.episode_version,
+            // Removals before format 5 were not counted.
+            removed_turns: 0,
         }
     }
 }
@@ -117,6 +166,7 @@ pub fn decode_session(bytes: &[u8], what: impl Fn() -> String) -> Result<Session
     match format {
         FORMAT_V1 => codec::decode::<SessionV1>(bytes, what).map(Session::from),
         FORMAT_V2 => codec::decode::<SessionV2>(bytes, what).map(Session::from),
+        FORMAT_V3 | FORMAT_V4 => codec::decode::<SessionV4>(bytes, what).map(Session::from),
         _ => codec::decode(bytes, what),
     }
 }
