@@ -12,7 +12,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 /// The W3C key of an element reference in WebDriver responses.
-const ELEMENT: &str = "element-6066-11e4-a52e-4a5c01b5f6a4";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// Finds `chromedriver` and Chromium, or says why not.
 pub fn find() -> Result<(PathBuf, PathBuf), String> {
@@ -149,9 +149,15 @@ impl Browser {
                 json!({"using": "css selector", "value": css}),
             )
             .await;
+        let Some(id) = v[ELEMENT].as_str() else {
+            let page = self
+                .run("return document.documentElement.outerHTML;", json!([]))
+                .await;
+            panic!("no element {css}: {v}\npage: {page}");
+        };
         Element {
             browser: self,
-            id: v[ELEMENT].as_str().expect("element id").to_owned(),
+            id: id.to_owned(),
         }
     }
 
