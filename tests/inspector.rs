@@ -314,6 +314,13 @@ async fn the_inspector_in_a_real_browser() {
         "{totals}"
     );
     screenshot(&b, "sessions").await;
+    b.goto(&format!("{w}/ns/ns/sessions?owner=agent-docs"))
+        .await;
+    let owned = b.find("#totals").await.text().await;
+    assert!(owned.starts_with("1 sessions"), "{owned}");
+    b.goto(&format!("{w}/ns/ns/sessions?state=closed")).await;
+    assert_eq!(b.count("#sessions tbody tr").await, 0);
+    b.goto(&format!("{w}/ns/ns/sessions")).await;
     b.find("#sessions a[href='/ns/ns/sessions/support-1']")
         .await
         .click()
@@ -393,13 +400,40 @@ async fn the_inspector_in_a_real_browser() {
     .expect("append live");
     b.wait_for("the new turn on the page", 10, "const t = document.getElementById('t9'); return !!t && t.textContent.includes('<i>still waiting</i>');").await;
     assert_eq!(b.count("#turns i").await, 0, "the live turn is escaped too");
+    // A new summary version shows up as a notice, and its diff against the
+    // previous version lists what changed.
+    c.summarize(pb::SummarizeRequest {
+        namespace: NS.into(),
+        session_id: "support-1".into(),
+        wait: true,
+    })
+    .await
+    .expect("summarize again");
+    b.wait_for(
+        "the summary notice",
+        10,
+        "return document.getElementById('live-notices').textContent.includes('Summary v2 written');",
+    )
+    .await;
+    b.goto(&format!("{w}/ns/ns/sessions/support-1")).await;
+    b.find("#versions a.diff-link").await.click().await;
+    b.wait_for(
+        "the diff page",
+        10,
+        "return !!document.getElementById('diff');",
+    )
+    .await;
+    assert!(b.find("h1").await.text().await.ends_with("summary v1 → v2"));
+    assert!(
+        b.count("#diff li.added, #diff li.removed").await > 0,
+        "v2 covers a turn more than v1"
+    );
 
     // 5. The bundle preview: a smaller budget changes the manifest.
     b.goto(&format!("{w}/ns/ns/sessions/support-1/bundle?budget=4000"))
         .await;
     let roomy = b.find("#manifest").await.text().await;
     let roomy_tokens = b.find("#bundle-tokens").await.text().await;
-    screenshot(&b, "bundle").await;
     b.find("#budget").await.type_text("256").await;
     b.find("#bundle-submit").await.click().await;
     b.wait_for(
@@ -421,6 +455,7 @@ async fn the_inspector_in_a_real_browser() {
         roomy, tight,
         "the manifest changes with the budget ({roomy_tokens} vs {tight_tokens} tokens)"
     );
+    screenshot(&b, "bundle").await;
     assert!(
         b.url().await.contains("budget=256"),
         "the form's state is in the URL"
@@ -535,6 +570,27 @@ async fn the_inspector_in_a_real_browser() {
             .any(|i| i.status == pb::ReviewStatus::Pending as i32),
         "the other stays pending"
     );
+
+    // Handoff history, read on demand (htmx).
+    c.handoff(pb::HandoffRequest {
+        namespace: NS.into(),
+        session_id: "support-2".into(),
+        from_agent: "agent-billing".into(),
+        to_agent: "agent-refunds".into(),
+        reason: "refunds team owns card refunds".into(),
+        lease_epoch: 1,
+        ..Default::default()
+    })
+    .await
+    .expect("handoff");
+    b.goto(&format!("{w}/ns/ns/sessions/support-2")).await;
+    b.find("#handoffs button").await.click().await;
+    b.wait_for(
+        "the handoff history",
+        10,
+        "const h = document.querySelector('#handoffs table'); return !!h && h.textContent.includes('agent-refunds') && h.textContent.includes('refunds team owns card refunds');",
+    )
+    .await;
 
     // 8. Page loads for a session of 10,000 turns, beside the RPCs the
     // session page makes, timed from here.

@@ -62,7 +62,7 @@ pub async fn page_route(
                 tr #{"review-" (it.review_id)} {
                     td { a href={(session_url(&ns, &it.session_id)) "?v=" (it.summary_version)} { (it.session_id) " v" (it.summary_version) } div.muted { (layout::time(&it.create_time)) } }
                     td { ul { @for line in &it.items { li { (line) } } } }
-                    td { span class={"badge " (st)} .status { (st) }
+                    td { span class={"badge " (st)} { (st) }
                         @if !it.reviewer.is_empty() { div.muted { (it.reviewer) " " (layout::time(&it.resolve_time)) } div { (it.comment) } } }
                     td {
                         @if writable && it.status == pb::ReviewStatus::Pending as i32 {
