@@ -208,7 +208,12 @@ pub fn parse_date(s: &str) -> Result<i64, PageError> {
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) || !(1970..=9999).contains(&y) {
         return Err(bad());
     }
-    Ok(days_from_civil(y, m, d))
+    let days = days_from_civil(y, m, d);
+    // 30 February and the like come back as another date.
+    if civil_from_days(days) != (y, m, d) {
+        return Err(bad());
+    }
+    Ok(days)
 }
 
 /// An enum value's name without its prefix, lowercase ("active").
@@ -292,7 +297,9 @@ mod tests {
 
     #[test]
     fn dates_outside_the_calendar_are_refused() {
-        assert!(parse_date("2026-02-30").is_ok()); // clamps like the arithmetic
+        assert_eq!(parse_date("1970-01-02").unwrap(), 1);
+        assert!(parse_date("2024-02-29").is_ok());
+        assert!(parse_date("2026-02-30").is_err());
         assert!(parse_date("2026-13-01").is_err());
         assert!(parse_date("yesterday").is_err());
     }
