@@ -146,6 +146,46 @@ async fn support_session(c: &mut MemoryClient, id: &str) {
     .expect("summarize");
 }
 
+/// An earlier, closed session of the same subject: it leaves an episode.
+async fn earlier_session(c: &mut MemoryClient) {
+    c.create_session(pb::CreateSessionRequest {
+        namespace: NS.into(),
+        session_id: "earlier".into(),
+        subject_id: "user:42".into(),
+        title: "Receipts by email".into(),
+        owner_agent: "agent-billing".into(),
+        ..Default::default()
+    })
+    .await
+    .expect("create earlier");
+    let turns = vec![
+        turn(
+            pb::Role::User,
+            "user:42",
+            "Can you send my receipts by email from now on?",
+        ),
+        turn(
+            pb::Role::Assistant,
+            "agent-billing",
+            "Yes. I will switch your receipts to email today.",
+        ),
+    ];
+    c.append_turns(pb::AppendTurnsRequest {
+        namespace: NS.into(),
+        session_id: "earlier".into(),
+        turns,
+        ..Default::default()
+    })
+    .await
+    .expect("append earlier");
+    c.close_session(pb::CloseSessionRequest {
+        namespace: NS.into(),
+        session_id: "earlier".into(),
+    })
+    .await
+    .expect("close earlier");
+}
+
 /// A session of `LONG_TURNS` short question/answer turns with one summary.
 async fn long_session(c: &mut MemoryClient) {
     c.create_session(pb::CreateSessionRequest {
@@ -280,6 +320,7 @@ async fn the_inspector_in_a_real_browser() {
     let mut c = client(&server, &keys.writer).await;
     support_session(&mut c, "support-1").await;
     support_session(&mut c, "support-2").await;
+    earlier_session(&mut c).await;
     for text in ["Prefers English", "Prefers email over phone calls"] {
         c.put_fact(pb::PutFactRequest {
             namespace: NS.into(),
@@ -314,9 +355,10 @@ async fn the_inspector_in_a_real_browser() {
         "/ leads to the default namespace"
     );
     let totals = b.find("#totals").await.text().await;
-    assert!(totals.starts_with("3 sessions"), "{totals}");
+    assert!(totals.starts_with("4 sessions"), "{totals}");
+    assert!(totals.contains("1 closed"), "{totals}");
     assert!(
-        totals.contains(&format!("{} turns", LONG_TURNS + 16)),
+        totals.contains(&format!("{} turns", LONG_TURNS + 18)),
         "{totals}"
     );
     screenshot(&b, "sessions").await;
@@ -325,7 +367,8 @@ async fn the_inspector_in_a_real_browser() {
     let owned = b.find("#totals").await.text().await;
     assert!(owned.starts_with("1 sessions"), "{owned}");
     b.goto(&format!("{w}/ns/ns/sessions?state=closed")).await;
-    assert_eq!(b.count("#sessions tbody tr").await, 0);
+    assert_eq!(b.count("#sessions tbody tr").await, 1);
+    b.find("#sessions a[href='/ns/ns/sessions/earlier']").await;
     b.goto(&format!("{w}/ns/ns/sessions")).await;
     b.find("#sessions a[href='/ns/ns/sessions/support-1']")
         .await
@@ -471,6 +514,11 @@ async fn the_inspector_in_a_real_browser() {
     b.goto(&format!("{w}/ns/ns/subjects/user%3A42")).await;
     let facts = b.find("#facts").await.text().await;
     assert!(facts.contains("Prefers email over phone calls"), "{facts}");
+    assert_eq!(
+        b.count("#episodes tbody tr").await,
+        1,
+        "the closed session's episode"
+    );
     assert_eq!(
         b.count("#facts ul.history del").await,
         1,
