@@ -10,9 +10,19 @@ use serde::Deserialize;
 
 use super::layout::{self, fragment, page, page_start, session_url, subject_url, PageResult};
 use super::{chart, summary, Inspector, TURNS_PER_PAGE};
-use crate::memory::handoff::handoff_keys;
 use crate::pb;
-use crate::summarize::rules::EVENT_KEY;
+
+/// The metadata the daemon puts on a handoff's event turn, as the contract
+/// documents it (docs/api.md); the inspector reads the wire, not the
+/// domain.
+const EVENT_KEY: &str = "mnemo.event";
+mod handoff_keys {
+    pub const EVENT: &str = "handoff";
+    pub const FROM: &str = "mnemo.from_agent";
+    pub const TO: &str = "mnemo.to_agent";
+    pub const REASON: &str = "mnemo.reason";
+    pub const EPOCH: &str = "mnemo.lease_epoch";
+}
 
 /// Audit records the page reads at most (the newest are shown).
 const MAX_AUDIT_RECORDS: usize = 5_000;
