@@ -35,8 +35,6 @@ use tokio_util::sync::CancellationToken;
 use crate::client::MemoryClient;
 use crate::pb;
 
-pub use self::guard::is_loopback_host;
-
 /// Turns per page of a session's conversation.
 pub const TURNS_PER_PAGE: u64 = 100;
 /// Sessions per page of the sessions list.
@@ -124,10 +122,16 @@ impl Inspector {
             .await;
         let writable = match probe {
             Ok(_) => true,
-            Err(s) => !matches!(
-                s.code(),
-                tonic::Code::PermissionDenied | tonic::Code::Unauthenticated
-            ),
+            Err(s) => match s.code() {
+                tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => false,
+                // The request got past auth and failed on its content.
+                tonic::Code::InvalidArgument
+                | tonic::Code::NotFound
+                | tonic::Code::FailedPrecondition => true,
+                // No answer (daemon unreachable, overloaded): show no
+                // controls this time and ask again on the next page.
+                _ => return false,
+            },
         };
         self.lock_writable().insert(namespace.to_owned(), writable);
         writable
