@@ -481,6 +481,18 @@ async fn the_inspector_in_a_real_browser() {
     // 5. The bundle preview: a smaller budget changes the manifest.
     b.goto(&format!("{w}/ns/ns/sessions/support-1/bundle?budget=4000"))
         .await;
+    // The bundle's text carries turn 4 verbatim, inert here too.
+    assert!(b
+        .find("#bundle-text")
+        .await
+        .text()
+        .await
+        .contains("<script>window.__xss = 1</script>"));
+    assert_eq!(b.count("#bundle-text *").await, 0);
+    assert_eq!(
+        b.run("return window.__xss === undefined;", json!([])).await,
+        json!(true)
+    );
     let roomy = b.find("#manifest").await.text().await;
     let roomy_tokens = b.find("#bundle-tokens").await.text().await;
     b.find("#budget").await.type_text("256").await;
