@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use mnemo::client::{connect, ClientOptions, MemoryClient};
-use mnemo::inspect::Inspector;
+use mnemo::inspect::{Inspector, Settings, MAX_LIVE_STREAMS};
 use mnemo::pb;
 use mnemo::server::auth::{new_key, AuthConfig, KeyConfig, Role};
 use serde_json::json;
@@ -66,8 +66,16 @@ async fn client(server: &TestServer, key: &str) -> MemoryClient {
 
 /// Serves an inspector with `key` on a loopback port of this runtime.
 async fn inspector(server: &TestServer, key: &str) -> SocketAddr {
-    let inspector =
-        Inspector::new(client(server, key).await, Some(NS.into()), Vec::new()).expect("inspector");
+    inspector_with(server, key, MAX_LIVE_STREAMS).await
+}
+
+async fn inspector_with(server: &TestServer, key: &str, max_live_streams: usize) -> SocketAddr {
+    let settings = Settings {
+        default_namespace: Some(NS.into()),
+        allowed_hosts: Vec::new(),
+        max_live_streams,
+    };
+    let inspector = Inspector::new(client(server, key).await, settings).expect("inspector");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -806,4 +814,48 @@ async fn pages_answer_with_the_daemons_status() {
         .expect("ascii")
         .to_owned();
     assert!(csp.contains("script-src 'self'"), "{csp}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_streams_are_bounded_and_free_their_place() {
+    let (server, keys, _tmp) = daemon().await;
+    let mut c = client(&server, &keys.writer).await;
+    c.create_session(pb::CreateSessionRequest {
+        namespace: NS.into(),
+        session_id: "s".into(),
+        ..Default::default()
+    })
+    .await
+    .expect("create");
+    let w = format!("http://{}", inspector_with(&server, &keys.writer, 2).await);
+    let http = reqwest::Client::new();
+    let url = format!("{w}/ns/ns/sessions/s/events?after=0");
+    let open = |http: reqwest::Client, url: String| async move {
+        http.get(url).send().await.expect("GET events")
+    };
+    let first = open(http.clone(), url.clone()).await;
+    let second = open(http.clone(), url.clone()).await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(second.status(), 200);
+    assert_eq!(
+        first.headers()["content-type"].to_str().expect("ascii"),
+        "text/event-stream"
+    );
+    let third = open(http.clone(), url.clone()).await;
+    assert_eq!(third.status(), 503, "a third stream is over the bound of 2");
+    drop(first);
+    // The closed stream's task notices and gives its place back.
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let again = open(http.clone(), url.clone()).await;
+        if again.status() == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the closed stream's place never came back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    drop(second);
 }

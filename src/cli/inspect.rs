@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use super::{connect, ClientArgs};
-use crate::inspect::Inspector;
+use crate::inspect::{Inspector, Settings, MAX_LIVE_STREAMS};
 
 /// `mnemo inspect`.
 #[derive(Debug, clap::Args)]
@@ -24,6 +24,9 @@ pub struct InspectArgs {
     /// flag); needed when browsers reach the inspector by another name.
     #[arg(long = "allowed-host")]
     allowed_hosts: Vec<String>,
+    /// Most live session pages (server-sent event streams) open at once.
+    #[arg(long, default_value_t = MAX_LIVE_STREAMS)]
+    max_live_streams: usize,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -40,7 +43,14 @@ pub async fn inspect(args: InspectArgs) -> Result<(), String> {
         ));
     }
     let client = connect(&args.client).await?;
-    let inspector = Inspector::new(client, args.namespace, args.allowed_hosts)?;
+    let inspector = Inspector::new(
+        client,
+        Settings {
+            default_namespace: args.namespace,
+            allowed_hosts: args.allowed_hosts,
+            max_live_streams: args.max_live_streams,
+        },
+    )?;
     let listener = tokio::net::TcpListener::bind(args.http)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.http))?;

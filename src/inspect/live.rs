@@ -2,8 +2,8 @@
 //! events. Each new turn goes to the browser as HTML rendered (and
 //! escaped) here; summaries, handoffs and state changes as notices. Each
 //! stream is one task with a bounded channel; at most
-//! [`MAX_LIVE_STREAMS`](super::MAX_LIVE_STREAMS) run at once, and all end
-//! when the inspector shuts down.
+//! `Settings::max_live_streams` run at once, and all end when the
+//! inspector shuts down.
 
 use std::convert::Infallible;
 
@@ -46,7 +46,7 @@ pub async fn events(
         .map_err(|_| {
             tonic::Status::resource_exhausted(format!(
                 "the inspector already follows {} sessions live; close a tab",
-                super::MAX_LIVE_STREAMS
+                inspector.inner.max_live_streams
             ))
         })?;
     let resumed = headers

@@ -41,11 +41,35 @@ pub const TURNS_PER_PAGE: u64 = 100;
 pub const SESSIONS_PER_PAGE: u32 = 100;
 /// Most sessions the namespace totals and chart walk through.
 pub const MAX_SESSIONS_COUNTED: usize = 10_000;
-/// Most live pages (server-sent event streams) open at once.
+/// Default for [`Settings::max_live_streams`]: the daemon's default
+/// number of watches per namespace.
 pub const MAX_LIVE_STREAMS: usize = 64;
 /// Largest gRPC message the inspector accepts (a bundle of a million
 /// tokens, a page of large turns).
 const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// How an inspector is set up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where `/` leads.
+    pub default_namespace: Option<String>,
+    /// `Host` names accepted besides loopback ones (DNS rebinding
+    /// protection).
+    pub allowed_hosts: Vec<String>,
+    /// Most live pages (server-sent event streams) open at once; one more
+    /// gets 503.
+    pub max_live_streams: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            default_namespace: None,
+            allowed_hosts: Vec::new(),
+            max_live_streams: MAX_LIVE_STREAMS,
+        }
+    }
+}
 
 /// What every page handler shares: the daemon's client and this process's
 /// secrets and bounds.
@@ -65,20 +89,18 @@ struct Shared {
     /// Whether the key may write, per namespace (asked once).
     writable: Mutex<HashMap<String, bool>>,
     live: Arc<Semaphore>,
+    max_live_streams: usize,
     /// Cancelled at shutdown: ends the live streams, which would otherwise
     /// keep the HTTP server's graceful shutdown waiting.
     stop: CancellationToken,
 }
 
 impl Inspector {
-    /// An inspector over `client`; `default_namespace` is where `/` leads.
-    /// `allowed_hosts` are `Host` names accepted besides loopback ones
-    /// (DNS rebinding protection).
-    pub fn new(
-        client: MemoryClient,
-        default_namespace: Option<String>,
-        allowed_hosts: Vec<String>,
-    ) -> Result<Inspector, String> {
+    /// An inspector over `client`.
+    pub fn new(client: MemoryClient, settings: Settings) -> Result<Inspector, String> {
+        if settings.max_live_streams == 0 {
+            return Err("the inspector's max live streams must be positive".to_owned());
+        }
         let mut secret = [0u8; 32];
         getrandom::fill(&mut secret)
             .map_err(|e| format!("no randomness for the CSRF token: {e}"))?;
@@ -87,11 +109,12 @@ impl Inspector {
                 client: client
                     .max_decoding_message_size(MAX_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_MESSAGE_BYTES),
-                default_namespace: default_namespace.filter(|n| !n.trim().is_empty()),
+                default_namespace: settings.default_namespace.filter(|n| !n.trim().is_empty()),
                 csrf: hex::encode(secret),
-                allowed_hosts,
+                allowed_hosts: settings.allowed_hosts,
                 writable: Mutex::new(HashMap::new()),
-                live: Arc::new(Semaphore::new(MAX_LIVE_STREAMS)),
+                live: Arc::new(Semaphore::new(settings.max_live_streams)),
+                max_live_streams: settings.max_live_streams,
                 stop: CancellationToken::new(),
             }),
         })
