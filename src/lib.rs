@@ -5,6 +5,8 @@
 //! - [`cli`]: the `mnemo` command line (serve, client and admin commands).
 //! - [`mcp`]: the MCP server (`mnemo mcp`), a client of the daemon that
 //!   serves memory as Model Context Protocol tools.
+//! - [`inspect`]: the web inspector (`mnemo inspect`), a client of the
+//!   daemon that shows people what the memory holds.
 //! - [`client`]: the typed Rust client used by the CLI, MCP and tests.
 //! - [`server`]: the daemon: listener, TLS, guard, auth, metrics, shutdown.
 //! - [`api`]: thin gRPC handlers and the one `Error` to `Status` mapping.
@@ -32,6 +34,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod inspect;
 pub mod llm;
 pub mod mcp;
 pub mod memory;

@@ -3,6 +3,7 @@
 //! Errors print one line (gRPC status and message) and exit non-zero.
 
 mod admin;
+mod inspect;
 mod json;
 mod knowledge;
 mod mcp;
@@ -160,6 +161,9 @@ enum Command {
     /// Serve a daemon's memory as MCP tools (Model Context Protocol), over
     /// stdio or Streamable HTTP, for agents and MCP hosts.
     Mcp(mcp::McpArgs),
+    /// Serve a web inspector for people: sessions, turns, summaries and
+    /// the turns they cite, bundle previews, subjects, search, review.
+    Inspect(inspect::InspectArgs),
     /// List a session's turns, oldest first.
     Turns {
         #[command(flatten)]
@@ -305,6 +309,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Action(args) => knowledge::action(args).await,
         Command::Key(cmd) => admin::key(cmd),
         Command::Mcp(args) => mcp::mcp(args).await,
+        Command::Inspect(args) => inspect::inspect(args).await,
         Command::Export(args) => blocking(move || admin::export(args)).await,
         Command::Import(args) => blocking(move || admin::import(args)).await,
         Command::Verify(args) => blocking(move || admin::verify(args)).await,

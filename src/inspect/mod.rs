@@ -1,0 +1,210 @@
+//! `mnemo inspect`: a web inspector for people debugging what an agent's
+//! memory holds: sessions, turns, summaries and the turns they cite, audit
+//! logs, bundle previews, subjects, search and the review queue.
+//!
+//! It is a client of the daemon's gRPC contract like the CLI and `mnemo
+//! mcp` (one key, TLS when asked): it reads and writes only through the
+//! RPCs, so it works against one daemon or a fleet on PostgreSQL. Pages are
+//! rendered on the server (maud escapes every value); the browser gets a
+//! vendored copy of htmx and a few lines of our own script, from this
+//! binary, never from a CDN. Writes (review decisions) need the CSRF token
+//! of this process and a same-origin request; the daemon decides whether
+//! the key may write.
+
+mod assets;
+mod bundle;
+mod chart;
+mod guard;
+mod layout;
+mod live;
+mod review;
+mod search;
+mod session;
+mod sessions;
+mod subject;
+mod summary;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::MemoryClient;
+use crate::pb;
+
+/// Turns per page of a session's conversation.
+pub const TURNS_PER_PAGE: u64 = 100;
+/// Sessions per page of the sessions list.
+pub const SESSIONS_PER_PAGE: u32 = 100;
+/// Most sessions the namespace totals and chart walk through.
+pub const MAX_SESSIONS_COUNTED: usize = 10_000;
+/// Default for [`Settings::max_live_streams`]: the daemon's default
+/// number of watches per namespace.
+pub const MAX_LIVE_STREAMS: usize = 64;
+/// Largest gRPC message the inspector accepts (a bundle of a million
+/// tokens, a page of large turns).
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// How an inspector is set up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where `/` leads.
+    pub default_namespace: Option<String>,
+    /// `Host` names accepted besides loopback ones (DNS rebinding
+    /// protection).
+    pub allowed_hosts: Vec<String>,
+    /// Most live pages (server-sent event streams) open at once; one more
+    /// gets 503.
+    pub max_live_streams: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            default_namespace: None,
+            allowed_hosts: Vec::new(),
+            max_live_streams: MAX_LIVE_STREAMS,
+        }
+    }
+}
+
+/// What every page handler shares: the daemon's client and this process's
+/// secrets and bounds.
+#[derive(Clone)]
+pub struct Inspector {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    client: MemoryClient,
+    default_namespace: Option<String>,
+    /// Per-process CSRF secret, sent in a SameSite cookie and in every
+    /// write form.
+    csrf: String,
+    /// `Host` names accepted besides loopback ones.
+    allowed_hosts: Vec<String>,
+    /// Whether the key may write, per namespace (asked once).
+    writable: Mutex<HashMap<String, bool>>,
+    live: Arc<Semaphore>,
+    max_live_streams: usize,
+    /// Cancelled at shutdown: ends the live streams, which would otherwise
+    /// keep the HTTP server's graceful shutdown waiting.
+    stop: CancellationToken,
+}
+
+impl Inspector {
+    /// An inspector over `client`.
+    pub fn new(client: MemoryClient, settings: Settings) -> Result<Inspector, String> {
+        if settings.max_live_streams == 0 {
+            return Err("the inspector's max live streams must be positive".to_owned());
+        }
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret)
+            .map_err(|e| format!("no randomness for the CSRF token: {e}"))?;
+        Ok(Inspector {
+            inner: Arc::new(Shared {
+                client: client
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_MESSAGE_BYTES),
+                default_namespace: settings.default_namespace.filter(|n| !n.trim().is_empty()),
+                csrf: hex::encode(secret),
+                allowed_hosts: settings.allowed_hosts,
+                writable: Mutex::new(HashMap::new()),
+                live: Arc::new(Semaphore::new(settings.max_live_streams)),
+                max_live_streams: settings.max_live_streams,
+                stop: CancellationToken::new(),
+            }),
+        })
+    }
+
+    fn client(&self) -> MemoryClient {
+        self.inner.client.clone()
+    }
+
+    fn csrf(&self) -> &str {
+        &self.inner.csrf
+    }
+
+    /// Whether the key may write in `namespace`. Asked of the daemon once
+    /// with a write request that names no item: auth is checked before the
+    /// request, so a reader's key gets PERMISSION_DENIED and a writer's
+    /// INVALID_ARGUMENT; nothing is written either way.
+    async fn may_write(&self, namespace: &str) -> bool {
+        if let Some(known) = self.lock_writable().get(namespace) {
+            return *known;
+        }
+        let probe = self
+            .client()
+            .resolve_review_item(pb::ResolveReviewItemRequest {
+                namespace: namespace.to_owned(),
+                ..Default::default()
+            })
+            .await;
+        let writable = match probe {
+            Ok(_) => true,
+            Err(s) => match s.code() {
+                tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => false,
+                // The request got past auth and failed on its content.
+                tonic::Code::InvalidArgument
+                | tonic::Code::NotFound
+                | tonic::Code::FailedPrecondition => true,
+                // No answer (daemon unreachable, overloaded): show no
+                // controls this time and ask again on the next page.
+                _ => return false,
+            },
+        };
+        self.lock_writable().insert(namespace.to_owned(), writable);
+        writable
+    }
+
+    fn lock_writable(&self) -> std::sync::MutexGuard<'_, HashMap<String, bool>> {
+        // A panic while holding this lock leaves a plain map behind; the
+        // worst a stale entry does is show or hide a form the daemon
+        // checks anyway.
+        self.inner
+            .writable
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The inspector's routes.
+pub fn router(inspector: Inspector) -> Router {
+    Router::new()
+        .route("/", get(sessions::home))
+        .route("/static/{file}", get(assets::serve))
+        .route("/ns/{ns}/sessions", get(sessions::list))
+        .route("/ns/{ns}/sessions/{id}", get(session::show))
+        .route("/ns/{ns}/sessions/{id}/events", get(live::events))
+        .route("/ns/{ns}/sessions/{id}/handoffs", get(session::handoffs))
+        .route("/ns/{ns}/sessions/{id}/diff", get(summary::diff_page))
+        .route("/ns/{ns}/sessions/{id}/bundle", get(bundle::page_route))
+        .route("/ns/{ns}/subjects/{subject}", get(subject::page_route))
+        .route("/ns/{ns}/search", get(search::page_route))
+        .route("/ns/{ns}/review", get(review::page_route))
+        .route("/ns/{ns}/review/{review_id}", post(review::resolve))
+        .layer(axum::middleware::from_fn_with_state(
+            inspector.clone(),
+            guard::check,
+        ))
+        .with_state(inspector)
+}
+
+/// Serves the inspector on `listener` until `shutdown` completes.
+pub async fn serve(
+    inspector: Inspector,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let stop = inspector.inner.stop.clone();
+    axum::serve(listener, router(inspector))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stop.cancel();
+        })
+        .await
+        .map_err(|e| format!("the inspector's HTTP server failed: {e}"))
+}
