@@ -1283,7 +1283,7 @@ fn erase_removes_a_subject_in_steps_and_refuses_its_writes_meanwhile(store: &dyn
     let mut again = job.clone();
     again.erasure_id = "01JOTHER".into();
     assert_eq!(store.begin_erase(&again).unwrap(), job);
-    assert_eq!(store.erase_jobs(10).unwrap(), [job.clone()]);
+    assert_eq!(store.erase_jobs(10).unwrap(), std::slice::from_ref(&job));
     // Writes that would add to alice are refused and write nothing.
     let unchanged = snapshot(store);
     let refused = |r: Result<()>| match r {

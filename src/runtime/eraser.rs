@@ -27,12 +27,14 @@ const SWEEP_LIMIT: usize = 100;
 
 type Outcome = Option<Result<ErasureRecord>>;
 type Key = (String, String);
+/// A running driver: its result when it ends, and its task.
+type Driver = (watch::Receiver<Outcome>, JoinHandle<()>);
 
 /// The erase drivers of this process.
 pub struct Eraser {
     memory: Arc<Memory>,
     stop: Arc<AtomicBool>,
-    running: Mutex<HashMap<Key, (watch::Receiver<Outcome>, JoinHandle<()>)>>,
+    running: Mutex<HashMap<Key, Driver>>,
     sweeper: Mutex<Option<JoinHandle<()>>>,
 }
 
