@@ -502,8 +502,33 @@ async fn after_erase_and_compact_no_file_of_the_data_dir_holds_the_canary() {
     );
 
     let bin = Binary::start(&dir, &[]);
-    // Through the CLI: no terminal and no --yes refuses; --yes erases.
     let url = bin.url();
+    // The access request through the CLI: JSON lines, header to end line.
+    let file = tmp.path().join("cust-42.jsonl");
+    ok(mnemo(&[
+        "subject",
+        "export",
+        "-n",
+        "shop",
+        "--subject",
+        "cust-42",
+        "-o",
+        file.to_str().unwrap(),
+        "--addr",
+        &url,
+    ]));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], "header");
+    assert_eq!(lines.last().unwrap()["kind"], "end");
+    assert!(lines
+        .iter()
+        .any(|l| l["kind"] == "turn" && l["record"]["content"].as_str().unwrap().contains(CANARY)));
+    std::fs::remove_file(&file).unwrap();
+    // Erase through the CLI: no terminal and no --yes refuses; --yes erases.
     let out = mnemo(&[
         "subject",
         "erase",
