@@ -771,3 +771,72 @@ async fn figures_erase_of_a_large_subject() {
         busy_lat.len(),
     );
 }
+
+#[tokio::test]
+async fn on_postgres_an_erase_left_by_a_killed_daemon_is_finished_by_another() {
+    if on_postgres() {
+        return; // it starts PostgreSQL daemons of its own: once is enough.
+    }
+    let Some(url) = common::postgres::fresh_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("mnemo.toml");
+    std::fs::write(&config, "[limits]\nerase_take_over_secs = 2\n").unwrap();
+    let args = ["--config", config.to_str().unwrap()];
+    let a = Binary::start_on_postgres(&tmp.path().join("a"), &url, &args);
+    let b = Binary::start_on_postgres(&tmp.path().join("b"), &url, &args);
+    let mut ca = MemoryServiceClient::connect(a.url()).await.unwrap();
+    let mut cb = MemoryServiceClient::connect(b.url()).await.unwrap();
+    let n = 150;
+    for i in 0..n {
+        let id = format!("s-{i:03}");
+        make_session(&mut ca, "shop", &id, "doomed").await;
+        let turns = (0..10).map(|j| user_turn(&format!("line {j}"))).collect();
+        ca.append_turns(append_req("shop", &id, turns))
+            .await
+            .unwrap();
+    }
+    make_session(&mut ca, "shop", "keep", "kept").await;
+    let mut eraser = ca.clone();
+    let call = tokio::spawn(async move { erase(&mut eraser, "shop", "doomed").await });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = sessions_of(&mut cb, "shop", "doomed").await.len();
+        if left < n {
+            assert!(
+                left > 0,
+                "the erase finished before the kill; make it bigger"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the erase never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    a.kill9();
+    let _ = call.await;
+    // B refuses appends meanwhile and takes the job over once A's
+    // heartbeat is 2 s old (its sweep looks every 10 s).
+    let e = cb
+        .append_turns(append_req("shop", "s-000", vec![user_turn("late")]))
+        .await
+        .unwrap_err();
+    assert!(
+        e.code() == Code::NotFound || reason(&e) == "SUBJECT_ERASING",
+        "{e:?}"
+    );
+    b.wait_for_log("resuming a subject erase", 1);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match erase(&mut cb, "shop", "doomed").await {
+            Err(e) if e.code() == Code::NotFound => break,
+            Ok(_) => {}
+            Err(e) => panic!("{e:?}"),
+        }
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(sessions_of(&mut cb, "shop", "doomed").await.is_empty());
+    assert_eq!(sessions_of(&mut cb, "shop", "kept").await.len(), 1);
+    assert!(b.terminate().success());
+}

@@ -3,7 +3,7 @@
 //! (a second request for the same subject waits for the first), a sweep
 //! that resumes jobs a crash interrupted (at start, and every
 //! [`SWEEP_EVERY`]), and on a shared store jobs another daemon left (its
-//! heartbeat older than [`TAKE_OVER_AFTER`]). Shutdown stops the drivers
+//! heartbeat older than `limits.erase_take_over_secs`). Shutdown stops the drivers
 //! between steps; what is left resumes at the next start.
 
 use std::collections::HashMap;
@@ -20,8 +20,6 @@ use crate::model::{now_nanos, ErasureRecord};
 
 /// How often jobs left by a crash or another daemon are looked for.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
-/// A shared store's job whose heartbeat is this old is taken over.
-pub const TAKE_OVER_AFTER: Duration = Duration::from_secs(30);
 /// Jobs looked at per sweep.
 const SWEEP_LIMIT: usize = 100;
 
@@ -33,6 +31,8 @@ type Driver = (watch::Receiver<Outcome>, JoinHandle<()>);
 /// The erase drivers of this process.
 pub struct Eraser {
     memory: Arc<Memory>,
+    /// A shared store's job whose heartbeat is this old is taken over.
+    take_over_after: Duration,
     stop: Arc<AtomicBool>,
     running: Mutex<HashMap<Key, Driver>>,
     sweeper: Mutex<Option<JoinHandle<()>>>,
@@ -40,9 +40,10 @@ pub struct Eraser {
 
 impl Eraser {
     /// Starts the sweep (its first pass resumes what a crash left).
-    pub fn start(memory: Arc<Memory>) -> Arc<Eraser> {
+    pub fn start(memory: Arc<Memory>, take_over_after: Duration) -> Arc<Eraser> {
         let eraser = Arc::new(Eraser {
             memory,
+            take_over_after,
             stop: Arc::new(AtomicBool::new(false)),
             running: Mutex::new(HashMap::new()),
             sweeper: Mutex::new(None),
@@ -109,7 +110,7 @@ impl Eraser {
     async fn sweep(self: &Arc<Self>) -> Result<()> {
         let jobs = self.memory.erase_jobs(SWEEP_LIMIT).await?;
         let shared = self.memory.store().is_shared();
-        let stale = now_nanos() - TAKE_OVER_AFTER.as_nanos() as i64;
+        let stale = now_nanos() - self.take_over_after.as_nanos() as i64;
         for job in jobs {
             let key = (job.namespace.clone(), job.subject_id.clone());
             let mine = self

@@ -193,8 +193,10 @@ impl Runtime {
         }
         let sweeper = tokio::spawn(idle::sweep(Arc::downgrade(&rt.memory), rt.idle.clone()));
         *rt.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);
-        *rt.eraser.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(Eraser::start(rt.memory.clone()));
+        *rt.eraser.lock().unwrap_or_else(|p| p.into_inner()) = Some(Eraser::start(
+            rt.memory.clone(),
+            std::time::Duration::from_secs(limits.erase_take_over_secs),
+        ));
         *rt.follower.lock().unwrap_or_else(|p| p.into_inner()) =
             remote::follow(&rt.memory, &rt.hub, &rt.indexer);
         Ok(rt)
