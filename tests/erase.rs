@@ -228,6 +228,40 @@ async fn erase_removes_the_subject_everywhere_and_nothing_else_and_export_matche
             })
             .collect();
         assert_eq!(exported, turns, "turns of {id}");
+        let in_export = |kind: &str, field: &str| -> Vec<u64> {
+            let mut v: Vec<u64> = of_kind(kind)
+                .iter()
+                .filter(|r| r["session_id"] == id.as_str())
+                .map(|r| r["record"][field].as_u64().unwrap())
+                .collect();
+            v.sort();
+            v
+        };
+        let mut versions: Vec<u64> = c
+            .list_summaries(pb::ListSummariesRequest {
+                namespace: "shop".into(),
+                session_id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .summaries
+            .iter()
+            .map(|s| s.version)
+            .collect();
+        versions.sort();
+        assert_eq!(
+            in_export("summary", "version"),
+            versions,
+            "summaries of {id}"
+        );
+        let audit: Vec<u64> = common::audit_log(&mut c, "shop", id)
+            .await
+            .iter()
+            .map(|a| a.audit_seq)
+            .collect();
+        assert_eq!(in_export("audit", "audit_seq"), audit, "audit of {id}");
     }
     let facts: BTreeSet<String> = facts_of(&mut c, "shop", "cust-42")
         .await
