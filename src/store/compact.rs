@@ -182,3 +182,126 @@ pub fn compact(
         bytes_after,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(dir: &Path, keys: &[&[u8]]) {
+        let e = SledEngine::open(dir).unwrap();
+        e.apply(
+            keys.iter()
+                .map(|k| Write::Put(k.to_vec(), b"v".to_vec()))
+                .collect(),
+        )
+        .unwrap();
+        e.sync().unwrap();
+    }
+
+    fn keys_in(dir: &Path) -> Vec<Vec<u8>> {
+        let e = SledEngine::open(dir).unwrap();
+        e.scan(Bound::Unbounded, b"", 100)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    fn no_check(_: &SledEngine) -> Result<()> {
+        Ok(())
+    }
+
+    /// The old database holds `old`, a complete copy in `compact.tmp/`
+    /// holds `new` (as a crash after the copy leaves them).
+    fn interrupted_after_the_copy(dir: &Path) {
+        put(dir, &[b"old"]);
+        put(&dir.join(NEW_DIR), &[b"new"]);
+        mark(&dir.join(NEW_DIR), COMPLETE).unwrap();
+    }
+
+    #[test]
+    fn compaction_keeps_every_live_record_and_drops_removed_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        {
+            let e = SledEngine::open(&dir).unwrap();
+            e.apply(vec![
+                Write::Put(b"keep".to_vec(), b"kept value".to_vec()),
+                Write::Put(b"gone".to_vec(), b"zqsecretvalue".to_vec()),
+            ])
+            .unwrap();
+            e.sync().unwrap();
+            e.apply(vec![Write::Delete(b"gone".to_vec())]).unwrap();
+            e.sync().unwrap();
+        }
+        let held = |dir: &Path| {
+            sled_files(dir).unwrap().iter().any(|f| {
+                f.is_file()
+                    && std::fs::read(f)
+                        .unwrap()
+                        .windows(13)
+                        .any(|w| w == b"zqsecretvalue")
+            })
+        };
+        assert!(held(&dir), "the removed value is still in the log");
+        let done = compact(&dir, 8, &no_check, &mut |_| {}).unwrap();
+        assert_eq!(done.records, 1);
+        assert!(!held(&dir));
+        assert_eq!(keys_in(&dir), [b"keep".to_vec()]);
+        assert!(interrupted(&dir).is_none());
+    }
+
+    #[test]
+    fn an_unfinished_copy_is_discarded_and_the_old_database_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        put(&dir, &[b"old"]);
+        put(&dir.join(NEW_DIR), &[b"half"]);
+        assert!(interrupted(&dir).is_some());
+        assert!(SledEngine::open(&dir).is_err(), "the engine refuses it");
+        compact(&dir, 8, &no_check, &mut |_| {}).unwrap();
+        assert_eq!(keys_in(&dir), [b"old".to_vec()]);
+    }
+
+    #[test]
+    fn a_crash_while_moving_the_old_files_out_is_finished() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        interrupted_after_the_copy(&dir);
+        // Some old files moved out, no MOVED mark yet.
+        std::fs::create_dir_all(dir.join(OLD_DIR)).unwrap();
+        std::fs::rename(dir.join("conf"), dir.join(OLD_DIR).join("conf")).unwrap();
+        assert!(SledEngine::open(&dir).is_err());
+        compact(&dir, 8, &no_check, &mut |_| {}).unwrap();
+        assert_eq!(keys_in(&dir), [b"new".to_vec()]);
+        assert!(interrupted(&dir).is_none());
+    }
+
+    #[test]
+    fn a_crash_while_moving_the_new_files_in_is_finished() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        interrupted_after_the_copy(&dir);
+        std::fs::create_dir_all(dir.join(OLD_DIR)).unwrap();
+        for f in sled_files(&dir).unwrap() {
+            std::fs::rename(&f, dir.join(OLD_DIR).join(f.file_name().unwrap())).unwrap();
+        }
+        mark(&dir.join(OLD_DIR), MOVED).unwrap();
+        // Only the new `conf` made it in.
+        std::fs::rename(dir.join(NEW_DIR).join("conf"), dir.join("conf")).unwrap();
+        compact(&dir, 8, &no_check, &mut |_| {}).unwrap();
+        assert_eq!(keys_in(&dir), [b"new".to_vec()]);
+        assert!(!dir.join(OLD_DIR).exists() && !dir.join(NEW_DIR).exists());
+    }
+
+    #[test]
+    fn the_check_can_refuse_before_anything_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        put(&dir, &[b"old"]);
+        let refuse = |_: &SledEngine| -> Result<()> { Err(Error::invalid("not now")) };
+        assert!(compact(&dir, 8, &refuse, &mut |_| {}).is_err());
+        assert!(interrupted(&dir).is_none());
+        assert_eq!(keys_in(&dir), [b"old".to_vec()]);
+    }
+}
