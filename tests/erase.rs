@@ -663,6 +663,10 @@ async fn kill_9_in_the_middle_of_an_erase_then_a_restart_finishes_it_and_verify_
         dump.contains("\"erase_job\""),
         "no erase job after the kill"
     );
+    // Compaction waits for it: the job still names the subject.
+    let out = mnemo(&["compact", "--data-dir", dir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("erase is unfinished"));
 
     // A restart resumes it by itself.
     let bin = Binary::start(&dir, &[]);

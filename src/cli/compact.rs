@@ -10,6 +10,8 @@ use crate::store::compact::{self, size_of};
 use crate::store::engine::Read;
 use crate::store::keys;
 
+const UNFINISHED_ERASE: &str = "an erase is unfinished in this data directory: start the daemon to finish it (it resumes by itself), stop it, then compact";
+
 /// `mnemo compact`
 #[derive(Debug, clap::Args)]
 pub struct CompactArgs {
@@ -30,6 +32,16 @@ pub fn compact(args: CompactArgs) -> Result<(), String> {
     let dir = config.data_dir.clone();
     // Finish an interrupted run first, or the store cannot be opened.
     if compact::interrupted(&dir).is_none() {
+        let (store, _) = super::admin::open_store(&args.store)?;
+        if !store
+            .store()
+            .erase_jobs(1)
+            .map_err(|e| e.to_string())?
+            .is_empty()
+        {
+            return Err(UNFINISHED_ERASE.into());
+        }
+        drop(store);
         let started = std::time::Instant::now();
         let index_before = size_of(&dir.join(crate::server::SEARCH_INDEX_DIR));
         super::knowledge::reindex(&args.store)?;
@@ -60,7 +72,7 @@ pub fn compact(args: CompactArgs) -> Result<(), String> {
         }
         Err(crate::Error::FailedPrecondition(
             crate::error::Precondition::SubjectErasing,
-            "an erase is unfinished in this data directory: start the daemon to finish it (it resumes by itself), stop it, then compact".into(),
+            UNFINISHED_ERASE.into(),
         ))
     };
     let done = compact::compact(
