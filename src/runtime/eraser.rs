@@ -7,7 +7,7 @@
 //! between steps; what is left resumes at the next start.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,8 +28,18 @@ type Key = (String, String);
 /// A running driver: its result when it ends, and its task.
 type Driver = (watch::Receiver<Outcome>, JoinHandle<()>);
 
+/// What this process's drivers did since start (metrics).
+#[derive(Debug, Default)]
+pub struct EraseStats {
+    /// Erases finished here.
+    pub finished: AtomicU64,
+    /// Records removed by steps run here.
+    pub records: AtomicU64,
+}
+
 /// The erase drivers of this process.
 pub struct Eraser {
+    stats: Arc<EraseStats>,
     memory: Arc<Memory>,
     /// A shared store's job whose heartbeat is this old is taken over.
     take_over_after: Duration,
@@ -42,6 +52,7 @@ impl Eraser {
     /// Starts the sweep (its first pass resumes what a crash left).
     pub fn start(memory: Arc<Memory>, take_over_after: Duration) -> Arc<Eraser> {
         let eraser = Arc::new(Eraser {
+            stats: Arc::default(),
             memory,
             take_over_after,
             stop: Arc::new(AtomicBool::new(false)),
@@ -94,8 +105,9 @@ impl Eraser {
         }
         let (tx, rx) = watch::channel(None);
         let (memory, stop, k) = (self.memory.clone(), self.stop.clone(), key.clone());
+        let stats = self.stats.clone();
         let handle = tokio::spawn(async move {
-            let outcome = run(&memory, &k.0, &k.1, &stop).await;
+            let outcome = run(&memory, &k.0, &k.1, &stop, &stats).await;
             if let Err(e) = &outcome {
                 tracing::error!(namespace = %k.0, error = %e, "subject erase stopped; it resumes at the next sweep");
             }
@@ -126,6 +138,21 @@ impl Eraser {
             drop(self.drive(key));
         }
         Ok(())
+    }
+
+    /// What the drivers did since start.
+    pub fn stats(&self) -> &EraseStats {
+        &self.stats
+    }
+
+    /// Erases being driven in this process now.
+    pub fn running(&self) -> usize {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|(_, h)| !h.is_finished())
+            .count()
     }
 
     /// Stops the sweep and the drivers (each after its current step).
@@ -159,6 +186,7 @@ async fn run(
     ns: &str,
     subject_id: &str,
     stop: &AtomicBool,
+    stats: &EraseStats,
 ) -> Result<ErasureRecord> {
     loop {
         if stop.load(Ordering::Acquire) {
@@ -167,8 +195,12 @@ async fn run(
             ));
         }
         let step = memory.erase_step(ns, subject_id, now_nanos()).await?;
+        stats
+            .records
+            .fetch_add(step.removed.total(), Ordering::Relaxed);
         if step.done {
             if let Some(record) = memory.finish_erase(ns, subject_id).await? {
+                stats.finished.fetch_add(1, Ordering::Relaxed);
                 return Ok(record);
             }
         }
