@@ -21,6 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "proto/mnemo/v1/summary.proto",
                 "proto/mnemo/v1/context.proto",
                 "proto/mnemo/v1/knowledge.proto",
+                "proto/mnemo/v1/subject.proto",
                 "proto/mnemo/v1/memory_service.proto",
             ],
             &["proto"],

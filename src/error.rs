@@ -113,6 +113,8 @@ pub enum Precondition {
     AlreadyResolved,
     /// An import would overwrite data the target already holds.
     ImportConflict,
+    /// The session's subject is being erased.
+    SubjectErasing,
 }
 
 impl Precondition {
@@ -127,6 +129,7 @@ impl Precondition {
             Precondition::NoTurns => "NO_TURNS",
             Precondition::AlreadyResolved => "ALREADY_RESOLVED",
             Precondition::ImportConflict => "IMPORT_CONFLICT",
+            Precondition::SubjectErasing => "SUBJECT_ERASING",
         }
     }
 }

@@ -78,6 +78,29 @@ async fn the_metrics_endpoint_counts_requests_and_reports_memory() {
     .await
     .unwrap();
 
+    // An erase of a subject with one session of two turns.
+    c.create_session(pb::CreateSessionRequest {
+        namespace: "ns".into(),
+        session_id: "gone".into(),
+        subject_id: "cust-9".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.append_turns(append_req(
+        "ns",
+        "gone",
+        vec![user_turn("a"), user_turn("b")],
+    ))
+    .await
+    .unwrap();
+    c.erase_subject(pb::EraseSubjectRequest {
+        namespace: "ns".into(),
+        subject_id: "cust-9".into(),
+    })
+    .await
+    .unwrap();
+
     // The indexer catches up shortly; the exposition says so.
     let deadline = Instant::now() + Duration::from_secs(30);
     let (head, m) = loop {
@@ -95,7 +118,7 @@ async fn the_metrics_endpoint_counts_requests_and_reports_memory() {
     let get = |k: &str| *m.get(k).unwrap_or_else(|| panic!("{k} missing from {m:?}"));
     assert_eq!(
         get(r#"mnemo_requests_total{rpc="AppendTurns",code="OK"}"#),
-        1.0
+        2.0
     );
     assert_eq!(
         get(r#"mnemo_requests_total{rpc="GetSession",code="NOT_FOUND"}"#),
@@ -103,10 +126,14 @@ async fn the_metrics_endpoint_counts_requests_and_reports_memory() {
     );
     assert_eq!(
         get(r#"mnemo_request_duration_seconds_count{rpc="AppendTurns"}"#),
-        1.0
+        2.0
     );
     assert!(get(r#"mnemo_request_duration_seconds_sum{rpc="Summarize"}"#) > 0.0);
-    assert_eq!(get("mnemo_turns_appended_total"), 12.0);
+    assert_eq!(get("mnemo_turns_appended_total"), 14.0);
+    assert_eq!(get("mnemo_subject_erases_total"), 1.0);
+    // At least the session and its two turns.
+    assert!(get("mnemo_subject_erased_records_total") >= 3.0);
+    assert_eq!(get("mnemo_subject_erases_running"), 0.0);
     assert!(get("mnemo_tokens_appended_total") >= 12.0);
     assert!(get("mnemo_summaries_written_total") >= 1.0);
     assert_eq!(get("mnemo_search_index_lag"), 0.0);

@@ -44,6 +44,8 @@ const RPCS: &[(&str, Role)] = &[
     ("ListEpisodes", Role::Read),
     ("UpdatePendingAction", Role::Write),
     ("Search", Role::Read),
+    ("EraseSubject", Role::Admin),
+    ("ExportSubject", Role::Admin),
 ];
 
 /// Calls `rpc` in namespace `ns` with an otherwise empty request. Only
@@ -85,6 +87,8 @@ async fn call(c: &mut MemoryClient, rpc: &str, ns: &str) -> Result<(), Status> {
         "ListEpisodes" => send!(list_episodes, ListEpisodesRequest),
         "UpdatePendingAction" => send!(update_pending_action, UpdatePendingActionRequest),
         "Search" => send!(search, SearchRequest),
+        "EraseSubject" => send!(erase_subject, EraseSubjectRequest),
+        "ExportSubject" => send!(export_subject, ExportSubjectRequest),
         other => panic!("no call for {other}"),
     }
 }

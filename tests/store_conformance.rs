@@ -1215,6 +1215,169 @@ fn delete_removes_everything_of_one_session(store: &dyn Store) {
     assert_eq!(contents(store, "ns", "s2"), ["keep"]);
 }
 
+fn erase_removes_a_subject_in_steps_and_refuses_its_writes_meanwhile(store: &dyn Store) {
+    // alice: two sessions (one with a summary, review, episode, carried
+    // action and status), two fact versions; bob and another namespace's
+    // alice keep theirs.
+    store.create_session(&session("ns", "s", "alice")).unwrap();
+    store.create_session(&session("ns", "s2", "alice")).unwrap();
+    store.create_session(&session("ns", "b", "bob")).unwrap();
+    store.create_session(&session("ns2", "s", "alice")).unwrap();
+    append_to(
+        store,
+        "ns",
+        "s",
+        &prepared(&["a", "b", "c"], Some("k"), None),
+    )
+    .unwrap();
+    append_texts(store, "ns", "s2", &["d"]);
+    append_texts(store, "ns", "b", &["bob's"]);
+    append_texts(store, "ns2", "s", &["other namespace"]);
+    store
+        .save_summary(
+            "ns",
+            "s",
+            SummaryWrite {
+                base_version: 0,
+                summary: Some(summary(1, 3, vec![action("call back", 2)])),
+                fold: Some(fold(1, 3)),
+                audit: attempt_audit(1, 3),
+                review: Some(review("ns", "r1", "s", 1)),
+                attempted_through_seq: 3,
+            },
+        )
+        .unwrap();
+    close(store, "ns", "s");
+    settle(store, "ns", "s", 1000).expect("an episode");
+    set_status(store, "ns", "s", 2, ActionStatus::InProgress).unwrap();
+    put(
+        store,
+        &new_fact_of("alice", "pet", "Has a dog", FactOrigin::Client),
+    );
+    put(
+        store,
+        &new_fact_of("alice", "pet", "Has a cat", FactOrigin::Client),
+    );
+    put(
+        store,
+        &new_fact_of("bob", "pet", "Has a fish", FactOrigin::Client),
+    );
+    let mut ns2_fact = new_fact_of("alice", "pet", "Has a horse", FactOrigin::Client);
+    ns2_fact.namespace = "ns2".into();
+    put(store, &ns2_fact);
+    let before = snapshot(store);
+    assert!(store.subject_holds("ns", "alice").unwrap());
+    assert!(!store.subject_holds("ns", "carol").unwrap());
+
+    let job = EraseJob {
+        namespace: "ns".into(),
+        subject_id: "alice".into(),
+        erasure_id: "01JERASE".into(),
+        requested_at: 5,
+        requested_by: "admin".into(),
+        counts: EraseCounts::default(),
+        heartbeat_at: 5,
+    };
+    assert_eq!(store.begin_erase(&job).unwrap(), job);
+    // A second request joins the first.
+    let mut again = job.clone();
+    again.erasure_id = "01JOTHER".into();
+    assert_eq!(store.begin_erase(&again).unwrap(), job);
+    assert_eq!(store.erase_jobs(10).unwrap(), std::slice::from_ref(&job));
+    // Writes that would add to alice are refused and write nothing.
+    let unchanged = snapshot(store);
+    let refused = |r: Result<()>| match r {
+        Err(Error::FailedPrecondition(Precondition::SubjectErasing, m)) => {
+            assert!(m.contains("erase"), "{m}")
+        }
+        other => panic!("expected SUBJECT_ERASING, got {other:?}"),
+    };
+    refused(append_to(store, "ns", "s2", &prepared(&["late"], None, None)).map(|_| ()));
+    refused(store.create_session(&session("ns", "s3", "alice")));
+    refused(
+        knowledge::put_fact(
+            store,
+            &new_fact_of("alice", "", "Late fact", FactOrigin::Client),
+        )
+        .map(|_| ()),
+    );
+    assert_eq!(snapshot(store), unchanged);
+    // bob and the other namespace's alice are not held up.
+    append_texts(store, "ns", "b", &["bob again"]);
+    append_texts(store, "ns2", "s", &["still here"]);
+
+    let mut total = EraseCounts::default();
+    let mut steps = 0;
+    loop {
+        let step = store.erase_step("ns", "alice", 1, 9).unwrap();
+        total.add(&step.removed);
+        steps += 1;
+        assert!(steps < 20, "the erase does not end");
+        if step.done {
+            break;
+        }
+    }
+    assert_eq!(
+        store.erase_job("ns", "alice").unwrap().unwrap().counts,
+        total
+    );
+    assert_eq!(total.sessions, 2);
+    assert_eq!(total.turns, 4);
+    assert_eq!(total.summaries, 1);
+    assert_eq!(total.fold_states, 1);
+    assert_eq!(total.audit_records, 1);
+    assert_eq!(total.review_items, 1);
+    assert_eq!(total.action_statuses, 1);
+    assert_eq!(total.idempotency_records, 1);
+    assert_eq!(total.facts, 2);
+    assert_eq!(total.episodes, 1);
+    assert_eq!(total.carried_actions, 1);
+    let record = ErasureRecord {
+        erasure_id: job.erasure_id.clone(),
+        namespace: "ns".into(),
+        subject_sha256: subject_sha256("ns", "alice"),
+        requested_at: 5,
+        completed_at: 10,
+        requested_by: "admin".into(),
+        counts: total,
+    };
+    assert!(store.finish_erase("ns", "alice", &record).unwrap());
+    assert!(store.erase_jobs(10).unwrap().is_empty());
+    assert_eq!(store.list_erasures("ns", None, 10).unwrap(), [record]);
+    assert!(!store.subject_holds("ns", "alice").unwrap());
+
+    // Nothing of alice in ns is left; everything else is as it was.
+    let after = snapshot(store);
+    assert!(after
+        .sessions
+        .keys()
+        .all(|(ns, id)| !(ns == "ns" && id.starts_with('s'))));
+    assert!(after
+        .facts
+        .iter()
+        .all(|f| !(f.namespace == "ns" && f.subject_id == "alice")));
+    assert!(after.episodes.is_empty());
+    assert!(after.carried.values().all(Vec::is_empty));
+    assert!(after
+        .reviews
+        .values()
+        .flatten()
+        .all(|r| r.session_id != "s"));
+    assert_eq!(
+        after.facts.len(),
+        before.facts.len() - 2,
+        "bob's and ns2's facts stay"
+    );
+    assert_eq!(contents(store, "ns", "b"), ["bob's", "bob again"]);
+    assert_eq!(
+        contents(store, "ns2", "s"),
+        ["other namespace", "still here"]
+    );
+    assert!(store.erase_step("ns", "alice", 1, 11).is_err());
+    // The subject takes new sessions again.
+    store.create_session(&session("ns", "s3", "alice")).unwrap();
+}
+
 fn concurrent_appends_are_serialized(store: &dyn Store) {
     store.create_session(&session("ns", "s", "")).unwrap();
     std::thread::scope(|scope| {
@@ -2884,6 +3047,7 @@ conformance! {
     flush_syncs_and_changes_nothing;
     claims_lease_fence_and_take_over;
     summary_at_reads_one_version_without_the_session;
+    erase_removes_a_subject_in_steps_and_refuses_its_writes_meanwhile;
 }
 
 // ---------------------------------------------------------------------------

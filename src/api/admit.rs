@@ -65,7 +65,19 @@ namespaced!(
     pb::ListEpisodesRequest,
     pb::UpdatePendingActionRequest,
     pb::SearchRequest,
+    pb::EraseSubjectRequest,
+    pb::ExportSubjectRequest,
 );
+
+/// As [`admit`], also returning who called: the key's name, or
+/// "anyone" with auth off (for records that say who asked).
+pub fn admit_named<T: Namespaced>(request: Request<T>, role: Role) -> Result<(T, String), Status> {
+    let name = match request.extensions().get::<Caller>() {
+        Some(Caller::Key { name, .. }) => name.clone(),
+        _ => "anyone".to_owned(),
+    };
+    admit(request, role).map(|msg| (msg, name))
+}
 
 /// The request's message if its caller may do what needs `role` in the
 /// request's namespace; PERMISSION_DENIED otherwise.

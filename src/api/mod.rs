@@ -9,6 +9,7 @@ pub mod context;
 pub mod convert;
 pub mod knowledge;
 pub mod status;
+pub mod subject;
 pub mod summaries;
 
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use self::admit::admit;
+use self::admit::{admit, admit_named};
 use self::status::CONSISTENCY_TOKEN;
 use crate::config::auth::Role;
 use crate::memory::summary::Attempt;
@@ -594,6 +595,32 @@ impl MemoryService for MemoryApi {
         let r = admit(request, Role::Read)?;
         let span = span("Search", &r.namespace, &r.session_id);
         knowledge::search(&self.memory, r, after)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn erase_subject(
+        &self,
+        request: Request<pb::EraseSubjectRequest>,
+    ) -> Result<Response<pb::EraseSubjectResponse>, Status> {
+        let (r, by) = admit_named(request, Role::Admin)?;
+        let span = span("EraseSubject", &r.namespace, "");
+        subject::erase_subject(&self.runtime, r, &by)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    type ExportSubjectStream = subject::ExportStream;
+
+    async fn export_subject(
+        &self,
+        request: Request<pb::ExportSubjectRequest>,
+    ) -> Result<Response<Self::ExportSubjectStream>, Status> {
+        let r = admit(request, Role::Admin)?;
+        let span = span("ExportSubject", &r.namespace, "");
+        subject::export_subject(&self.memory, r)
             .instrument(span)
             .await
             .map(Response::new)

@@ -3,12 +3,14 @@
 //! Errors print one line (gRPC status and message) and exit non-zero.
 
 mod admin;
+mod compact;
 mod inspect;
 mod json;
 mod knowledge;
 mod mcp;
 mod serve;
 mod sessions;
+mod subject;
 mod turns_file;
 
 use self::serve::serve;
@@ -158,6 +160,12 @@ enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Key(admin::KeyCommand),
+    /// A subject's data: export it (access request) or erase it.
+    #[command(subcommand)]
+    Subject(subject::SubjectCommand),
+    /// Rewrite a stopped daemon's data directory so removed records'
+    /// bytes leave its files (after an erase).
+    Compact(compact::CompactArgs),
     /// Serve a daemon's memory as MCP tools (Model Context Protocol), over
     /// stdio or Streamable HTTP, for agents and MCP hosts.
     Mcp(mcp::McpArgs),
@@ -308,6 +316,8 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Episodes(args) => knowledge::episodes(args).await,
         Command::Action(args) => knowledge::action(args).await,
         Command::Key(cmd) => admin::key(cmd),
+        Command::Subject(cmd) => subject::subject(cmd).await,
+        Command::Compact(args) => blocking(move || compact::compact(args)).await,
         Command::Mcp(args) => mcp::mcp(args).await,
         Command::Inspect(args) => inspect::inspect(args).await,
         Command::Export(args) => blocking(move || admin::export(args)).await,

@@ -88,6 +88,9 @@ pub struct Limits {
     /// answered with what is indexed (`index_lag` > 0); one with a token
     /// gets UNAVAILABLE.
     pub read_your_writes_wait_ms: u64,
+    /// On a shared database: an erase job whose daemon made no progress
+    /// for this many seconds is taken over by another daemon.
+    pub erase_take_over_secs: u64,
 }
 
 impl Default for Limits {
@@ -106,6 +109,7 @@ impl Default for Limits {
             watch_buffer: 256,
             max_watches_per_namespace: 64,
             read_your_writes_wait_ms: 2000,
+            erase_take_over_secs: 30,
         }
     }
 }
@@ -399,9 +403,10 @@ impl Config {
             || l.max_page_size == 0
             || l.sync_queue == 0
             || l.watch_buffer == 0
+            || l.erase_take_over_secs == 0
         {
             return Err(Error::invalid(
-                "limits.max_turns_per_append, limits.max_page_size, limits.sync_queue and limits.watch_buffer must be positive",
+                "limits.max_turns_per_append, limits.max_page_size, limits.sync_queue, limits.watch_buffer and limits.erase_take_over_secs must be positive",
             ));
         }
         let sm = &self.summaries;

@@ -14,12 +14,15 @@
 //! - `handoff`: ownership moves with a summary and a bundle.
 //! - `knowledge`, `facts`, `episodes`: semantic and episodic memory.
 //! - `gather`: what a context bundle is packed from.
+//! - `erase`, `export`: a subject's erasure and access requests.
 //! - `validate`, `page`: request checks and page tokens.
 
 pub mod append;
 pub mod consistency;
 pub mod episodes;
+pub mod erase;
 pub mod events;
+pub mod export;
 pub mod facts;
 mod gather;
 pub mod handoff;

@@ -7,12 +7,14 @@
 //! live in the domain (`memory`), persistence in `store`.
 
 pub mod calendar;
+pub mod erasure;
 pub mod knowledge;
 pub mod limits;
 pub mod records;
 pub mod session;
 pub mod summary;
 
+pub use erasure::*;
 pub use knowledge::*;
 pub use records::*;
 pub use session::*;

@@ -8,6 +8,7 @@
 //!
 //! `Runtime::start` wires them; `shutdown` stops them in order.
 
+pub mod eraser;
 pub mod idle;
 pub mod indexer;
 pub mod remote;
@@ -17,6 +18,7 @@ pub mod watch;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
+use self::eraser::Eraser;
 use self::idle::IdleMarks;
 use self::indexer::Indexer;
 use self::scheduler::Scheduler;
@@ -89,6 +91,8 @@ pub struct Runtime {
     hub: Arc<WatchHub>,
     idle: Arc<IdleMarks>,
     indexer: Arc<Indexer>,
+    /// Drives subject erases (set once started).
+    eraser: Mutex<Option<Arc<Eraser>>>,
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Follows other daemons' writes (a shared store only).
     follower: Mutex<Option<remote::Follower>>,
@@ -177,6 +181,7 @@ impl Runtime {
             hub,
             idle,
             indexer,
+            eraser: Mutex::new(None),
             sweeper: Mutex::new(None),
             follower: Mutex::new(None),
         });
@@ -189,6 +194,10 @@ impl Runtime {
         }
         let sweeper = tokio::spawn(idle::sweep(Arc::downgrade(&rt.memory), rt.idle.clone()));
         *rt.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);
+        *rt.eraser.lock().unwrap_or_else(|p| p.into_inner()) = Some(Eraser::start(
+            rt.memory.clone(),
+            std::time::Duration::from_secs(limits.erase_take_over_secs),
+        ));
         *rt.follower.lock().unwrap_or_else(|p| p.into_inner()) =
             remote::follow(&rt.memory, &rt.hub, &rt.indexer);
         Ok(rt)
@@ -230,6 +239,15 @@ impl Runtime {
     /// The summary scheduler (its counters, client requests).
     pub fn summaries(&self) -> &Scheduler {
         &self.summaries
+    }
+
+    /// The subject eraser; UNAVAILABLE once shut down.
+    pub fn eraser(&self) -> Result<Arc<Eraser>> {
+        self.eraser
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| Error::Unavailable("the daemon is shutting down".into()))
     }
 
     /// The search indexer (its counters).
@@ -278,6 +296,10 @@ impl Runtime {
         if let Some(s) = sweeper {
             s.abort();
             let _ = s.await;
+        }
+        let eraser = self.eraser.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(e) = eraser {
+            e.shutdown().await;
         }
         // A model summary in progress is given up (its work stays due and
         // is folded at the next start) rather than waited for.

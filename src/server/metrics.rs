@@ -3,7 +3,8 @@
 //! (recorded by a tower layer around every gRPC service), and, read at
 //! scrape time, turns and tokens appended, summaries written / refused /
 //! failed / deferred / queued, search index lag and indexer counters, open
-//! watch streams, group-commit syncs and the data directory's size on disk.
+//! watch streams, subject erases, group-commit syncs and the data
+//! directory's size on disk.
 //! Uses `prometheus-client` (a registry per daemon, no global state).
 
 use std::future::Future;
@@ -292,6 +293,26 @@ impl Collector for MemoryCollector {
             "reads whose wait for the index reached read_your_writes_wait_ms",
             rw.timeouts.load(Relaxed),
         )?;
+        if let Ok(er) = m.eraser() {
+            counter(
+                &mut e,
+                "subject_erases",
+                "EraseSubject jobs this daemon finished",
+                er.stats().finished.load(Relaxed),
+            )?;
+            counter(
+                &mut e,
+                "subject_erased_records",
+                "records this daemon's erase steps removed",
+                er.stats().records.load(Relaxed),
+            )?;
+            gauge(
+                &mut e,
+                "subject_erases_running",
+                "EraseSubject jobs this daemon is driving",
+                n(er.running()),
+            )?;
+        }
         gauge(
             &mut e,
             "watch_streams_open",

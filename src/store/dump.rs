@@ -19,8 +19,8 @@ use super::engine::{Engine, Write};
 use super::{codec, keys, legacy};
 use crate::error::{Error, Precondition, Result};
 use crate::model::{
-    ActionStatus, AuditRecord, CarriedAction, Episode, Fact, FoldRecord, IdempotencyRecord,
-    IndexChange, ReviewItem, Session, SessionSummary, Turn,
+    ActionStatus, AuditRecord, CarriedAction, Episode, EraseJob, ErasureRecord, Fact, FoldRecord,
+    IdempotencyRecord, IndexChange, ReviewItem, Session, SessionSummary, Turn,
 };
 
 /// The export format's version (in the header line).
@@ -80,6 +80,10 @@ enum Codec {
     Outbox,
     /// An outbox consumer's cursor (a checksummed id): never exported.
     Cursor,
+    /// An erase in progress.
+    EraseJob,
+    /// An erasure record.
+    Erasure,
 }
 
 /// Each key tag's kind name and value codec.
@@ -103,6 +107,8 @@ fn kind_of(tag: u8) -> Option<(&'static str, Codec)> {
         keys::ACTION_STATUS => ("action_status", Codec::ActionStatus),
         keys::CHANGE => ("index_change", Codec::Outbox),
         keys::CURSOR => ("outbox_cursor", Codec::Cursor),
+        keys::ERASE_JOB => ("erase_job", Codec::EraseJob),
+        keys::ERASURE => ("erasure", Codec::Erasure),
         _ => return None,
     })
 }
@@ -137,6 +143,8 @@ fn to_json(codec: Codec, bytes: &[u8], what: impl Fn() -> String) -> Result<Valu
         Codec::Id => j::<String>(bytes, what),
         Codec::Outbox => j::<IndexChange>(bytes, what),
         Codec::Cursor => j::<u64>(bytes, what),
+        Codec::EraseJob => j::<EraseJob>(bytes, what),
+        Codec::Erasure => j::<ErasureRecord>(bytes, what),
         Codec::Raw => Ok(Value::String(hex::encode(bytes))),
     }
 }
@@ -164,6 +172,8 @@ fn from_json(codec: Codec, v: Value) -> std::result::Result<Vec<u8>, String> {
         Codec::Id => e::<String>(v),
         Codec::Outbox => Err("search outbox entries are not imported".into()),
         Codec::Cursor => Err("outbox cursors are not imported".into()),
+        Codec::EraseJob => e::<EraseJob>(v),
+        Codec::Erasure => e::<ErasureRecord>(v),
         Codec::Raw => match v {
             Value::String(s) => hex::decode(&s).map_err(|e| e.to_string()),
             _ => Err("expected a hex string".into()),

@@ -298,6 +298,9 @@ impl SledEngine {
 
     /// As [`SledEngine::open`], with a page cache of `cache_mb` MiB.
     pub fn open_with_cache(dir: &Path, cache_mb: u64) -> Result<Self> {
+        if let Some(msg) = super::compact::interrupted(dir) {
+            return Err(Error::Storage(msg));
+        }
         std::fs::create_dir_all(dir).map_err(|e| {
             Error::Storage(format!(
                 "cannot create data directory {}: {e}",

@@ -20,6 +20,8 @@
 //! O <ns> 0x00 <subject_id> 0x00 <session_id> 0x00 <action_seq: u64 BE> -> CarriedAction
 //! Q <ns> 0x00 <session_id> 0x00 <action_seq: u64 BE> -> ActionStatus set by a client
 //! L <change id: u64 BE>                            -> IndexChange (search outbox)
+//! X <ns> 0x00 <subject_id>                         -> EraseJob (an erase in progress)
+//! Z <ns> 0x00 <erasure_id>                         -> ErasureRecord (no content)
 //! ```
 //!
 //! Episodes sort newest first within a subject: their time component is
@@ -66,6 +68,10 @@ pub const ACTION_STATUS: u8 = b'Q';
 pub const CHANGE: u8 = b'L';
 /// Tag byte of outbox consumers' cursors.
 pub const CURSOR: u8 = b'C';
+/// Tag byte of erase jobs in progress.
+pub const ERASE_JOB: u8 = b'X';
+/// Tag byte of erasure records.
+pub const ERASURE: u8 = b'Z';
 
 fn key(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
     let len = 1 + parts.iter().map(|p| p.len() + 1).sum::<usize>();
@@ -233,6 +239,16 @@ pub fn fact_words(ns: &str, subject_id: &str, normalized: &str) -> Vec<u8> {
     )
 }
 
+/// Prefix of a subject's current-fact-of-a-key pointers.
+pub fn fact_keys_of(ns: &str, subject_id: &str) -> Vec<u8> {
+    prefix(FACT_KEY, &[ns.as_bytes(), subject_id.as_bytes()])
+}
+
+/// Prefix of a subject's current-unkeyed-fact pointers.
+pub fn fact_words_of(ns: &str, subject_id: &str) -> Vec<u8> {
+    prefix(FACT_WORDS, &[ns.as_bytes(), subject_id.as_bytes()])
+}
+
 /// Key of an episode.
 pub fn episode(ns: &str, subject_id: &str, ended_at: i64, session_id: &str) -> Vec<u8> {
     // Complemented so that later episodes sort first.
@@ -311,6 +327,26 @@ pub fn change(id: u64) -> Vec<u8> {
 /// Key of an outbox consumer's cursor.
 pub fn cursor(consumer: &str) -> Vec<u8> {
     key(CURSOR, &[consumer.as_bytes()])
+}
+
+/// Key of the erase job of a subject.
+pub fn erase_job(ns: &str, subject_id: &str) -> Vec<u8> {
+    key(ERASE_JOB, &[ns.as_bytes(), subject_id.as_bytes()])
+}
+
+/// Prefix of every erase job (of every namespace).
+pub fn erase_jobs() -> Vec<u8> {
+    vec![ERASE_JOB]
+}
+
+/// Key of an erasure record.
+pub fn erasure(ns: &str, erasure_id: &str) -> Vec<u8> {
+    key(ERASURE, &[ns.as_bytes(), erasure_id.as_bytes()])
+}
+
+/// Prefix of a namespace's erasure records (oldest first: ids are ULIDs).
+pub fn erasures_of(ns: &str) -> Vec<u8> {
+    prefix(ERASURE, &[ns.as_bytes()])
 }
 
 /// The seq of a turn key (its last eight bytes), 0 if the key is short.

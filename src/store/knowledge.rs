@@ -55,11 +55,11 @@ fn pointer(ns: &str, subject: &str, identity: &FactIdentity) -> Vec<u8> {
 
 /// A lock name for a subject's facts that no session id can take (ids
 /// cannot hold control characters).
-fn subject_lock(subject_id: &str) -> String {
+pub(super) fn subject_lock(subject_id: &str) -> String {
     format!("\u{1}facts\u{1}{subject_id}")
 }
 
-fn read_fact(r: &dyn Read, ns: &str, fact_id: &str) -> Result<Option<Fact>> {
+pub(super) fn read_fact(r: &dyn Read, ns: &str, fact_id: &str) -> Result<Option<Fact>> {
     read(r, &keys::fact(ns, fact_id), || {
         format!("fact {fact_id} of namespace {ns}")
     })
@@ -75,7 +75,7 @@ fn pointed_fact(r: &dyn Read, ns: &str, pointer: &[u8]) -> Result<Option<Fact>> 
 
 /// Deletes the pointer naming `fact`, if it still names this version (a
 /// newer one may have taken it).
-fn unpoint(r: &dyn Read, fact: &Fact, batch: &mut Batch) -> Result<()> {
+pub(super) fn unpoint(r: &dyn Read, fact: &Fact, batch: &mut Batch) -> Result<()> {
     let pointer = pointer_of(fact);
     if read::<String>(r, &pointer, String::new)?.as_deref() == Some(fact.fact_id.as_str()) {
         batch.push(Write::Delete(pointer));
@@ -182,6 +182,7 @@ impl<E: Engine> KnowledgeStore for KvStore<E> {
         decide: &mut dyn FnMut(Option<Fact>) -> Result<FactPlan>,
     ) -> Result<FactPlan> {
         let plan = self.locked(ns, &subject_lock(subject), |tx| {
+            super::erase::refuse_if_erasing(tx, ns, subject)?;
             let plan = decide(pointed_fact(tx, ns, &pointer(ns, subject, identity))?)?;
             if !plan.write {
                 return Ok(plan);

@@ -15,6 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use super::claims::ClaimTable;
 use super::commit::{self, GroupCommit};
 use super::engine::{Batch, Engine, MemoryEngine, Read, SledEngine, Txn, Write};
+use super::erase::refuse_if_erasing;
 use super::outbox::ChangeLog;
 use super::records::{purge_records, read, read_session, read_summary};
 use super::{
@@ -187,6 +188,7 @@ impl<E: Engine> SessionStore for KvStore<E> {
                     "session {id:?} already exists in namespace {ns:?}"
                 )));
             }
+            refuse_if_erasing(tx, ns, &session.subject_id)?;
             // Records a crash left behind while deleting an earlier session
             // of the same id must not leak into the new one.
             purge_records(tx, ns, id)?;
@@ -330,6 +332,7 @@ impl<E: Engine> SessionStore for KvStore<E> {
         let idem_key = idempotency_key.map(|ik| keys::idempotency(ns, session_id, ik));
         let appended = self.locked(ns, session_id, |tx| {
             let current = read_session(tx, ns, session_id)?;
+            refuse_if_erasing(tx, ns, &current.subject_id)?;
             let previous = match &idem_key {
                 Some(k) => read::<IdempotencyRecord>(tx, k, || {
                     format!("idempotency record of {ns}/{session_id}")

@@ -16,8 +16,10 @@
 mod claims;
 pub mod codec;
 pub mod commit;
+pub mod compact;
 pub mod dump;
 pub mod engine;
+mod erase;
 pub mod keys;
 mod knowledge;
 mod kv;
@@ -28,6 +30,7 @@ mod records;
 
 use std::collections::BTreeMap;
 
+pub use self::erase::{EraseStep, EraseStore};
 pub use self::kv::{KvStore, MemoryStore, PgStore, SledStore};
 use crate::error::Result;
 use crate::model::{
@@ -526,7 +529,7 @@ pub trait Claims {
 
 /// Every port, as one object the domain holds.
 pub trait Store:
-    SessionStore + SummaryStore + KnowledgeStore + Outbox + Claims + Send + Sync + 'static
+    SessionStore + SummaryStore + KnowledgeStore + Outbox + Claims + EraseStore + Send + Sync + 'static
 {
     /// Syncs done and writes acknowledged (group-commit counters).
     fn sync_stats(&self) -> std::sync::Arc<commit::Stats>;

@@ -45,7 +45,7 @@ pub(super) fn read_summary(
 }
 
 /// Removes every key with `prefix`, in bounded batches; returns how many.
-fn delete_prefix(tx: &mut dyn Txn, prefix: &[u8]) -> Result<u64> {
+pub(super) fn delete_prefix(tx: &mut dyn Txn, prefix: &[u8]) -> Result<u64> {
     let mut n = 0u64;
     loop {
         let chunk = tx.scan(Bound::Unbounded, prefix, DELETE_CHUNK)?;
@@ -67,9 +67,16 @@ pub(super) fn purge_records(tx: &mut dyn Txn, ns: &str, session_id: &str) -> Res
     delete_prefix(tx, &keys::summaries_of(ns, session_id))?;
     delete_prefix(tx, &keys::audits_of(ns, session_id))?;
     tx.apply(vec![Write::Delete(keys::fold(ns, session_id))])?;
-    // Review items are keyed by namespace; drop this session's.
+    delete_reviews_of(tx, ns, session_id)?;
+    Ok(turns)
+}
+
+/// Removes the review items of a session (they are keyed by namespace, so
+/// the namespace's items are walked); returns how many.
+pub(super) fn delete_reviews_of(tx: &mut dyn Txn, ns: &str, session_id: &str) -> Result<u64> {
     let prefix = keys::reviews_of(ns);
     let mut from: Option<Vec<u8>> = None;
+    let mut n = 0u64;
     loop {
         let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let chunk = tx.scan(bound, &prefix, DELETE_CHUNK)?;
@@ -84,7 +91,8 @@ pub(super) fn purge_records(tx: &mut dyn Txn, ns: &str, session_id: &str) -> Res
                 }
             }
         }
+        n += batch.len() as u64;
         tx.apply(batch)?;
     }
-    Ok(turns)
+    Ok(n)
 }
