@@ -873,3 +873,87 @@ async fn a_public_meeting_gives_its_decisions_and_owners() {
     assert!(s.truncated.contains("less salient"), "{}", s.truncated);
     server.stop().await;
 }
+
+/// An action the rules give to the person "you" addresses, whose own turn
+/// ("Okay.") no item cites: the validator cannot see that they spoke, so
+/// the action fails its owner check. The summary is stored all the same,
+/// without that action, and says so in its context health and the audit.
+#[tokio::test]
+async fn a_summary_with_an_item_the_validator_refuses_is_stored_without_it() {
+    use pb::Role::User;
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_session(&mut c, "ns", "audit-prep").await;
+    let turns = vec![
+        turn(
+            User,
+            "raj",
+            "Welcome everyone, today we review the quarterly audit preparation.",
+        ),
+        turn(
+            User,
+            "kim",
+            "The auditors asked for the ledger exports and the bank statements.",
+        ),
+        turn(User, "ana", "Okay."),
+        turn(
+            User,
+            "raj",
+            "You should send the ledger exports to the auditors by Friday.",
+        ),
+        turn(
+            User,
+            "kim",
+            "I will check that the bank statements are complete tomorrow.",
+        ),
+    ];
+    c.append_turns(append_req("ns", "audit-prep", turns))
+        .await
+        .unwrap();
+    let s = summarize(&mut c, "audit-prep")
+        .await
+        .expect("stored, not INTERNAL");
+    let health = s.context_health.clone().unwrap_or_default();
+    assert_eq!(health.dropped_items.len(), 1, "{health:#?}");
+    let dropped = &health.dropped_items[0];
+    assert!(
+        dropped.starts_with("pending_actions: \"You should send the ledger exports")
+            && dropped.contains("owner \"ana\""),
+        "{dropped}"
+    );
+    // The rest is there: kim's own commitment, and nothing owned by ana.
+    assert!(
+        s.pending_actions
+            .iter()
+            .any(|a| a.owner == "kim" && a.action.contains("bank statements")),
+        "{:#?}",
+        s.pending_actions
+    );
+    assert!(s.pending_actions.iter().all(|a| a.owner != "ana"));
+    let md = get_summary(&mut c, "audit-prep", 0, pb::SummaryFormat::Markdown)
+        .await
+        .unwrap();
+    assert!(
+        md.rendered.contains("Dropped by the faithfulness check"),
+        "{}",
+        md.rendered
+    );
+    let log = audit(&mut c, "audit-prep").await;
+    let last = log.last().expect("an audit record");
+    assert!(last.validation_passed, "{last:#?}");
+    assert!(
+        last.health_flags.iter().any(|f| f
+            .starts_with("validator_dropped_items: 1 item failed validation")
+            && f.contains("You should send the ledger exports")),
+        "{:#?}",
+        last.health_flags
+    );
+    assert_eq!(
+        get_session(&mut c, "ns", "audit-prep")
+            .await
+            .unwrap()
+            .summary_version,
+        1
+    );
+    server.stop().await;
+}

@@ -81,7 +81,7 @@ impl FoldState {
             }
         }
         if let Some(c) = best {
-            let text = rules::clip(rules::trim_filler(c.text), rules::MAX_ITEM_CHARS);
+            let text = rules::item_text(c.text);
             self.user_intent = Some((text, seq));
         }
     }
@@ -223,7 +223,7 @@ impl FoldState {
         // A rationale from the next sentence is in the same turn.
         evidence_seqs.dedup();
         Decision {
-            decision: rules::clip(rules::trim_filler(sentence), rules::MAX_ITEM_CHARS),
+            decision: rules::item_text(sentence),
             rationale,
             agreed_by: vec![speaker.to_string()],
             evidence_seqs,
@@ -304,7 +304,7 @@ impl FoldState {
             }
         }
         let old = self.decisions.remove(target).decision;
-        let new_text = rules::clip(rules::trim_filler(sentence), rules::MAX_ITEM_CHARS);
+        let new_text = rules::item_text(sentence);
         if rules::is_decision(sentence) && !rules::is_noise(sentence) {
             self.add_decision(seq, speaker, sentence, next, false);
         }
@@ -514,7 +514,7 @@ impl FoldState {
         for s in sentences.iter().map(|c| c.text) {
             if rules::has_fact_entity(s) {
                 self.add_fact(KeyFact {
-                    fact: rules::clip(rules::trim_filler(s), rules::MAX_ITEM_CHARS),
+                    fact: rules::item_text(s),
                     stated_by: speaker.to_string(),
                     evidence_seqs: vec![seq],
                 });
