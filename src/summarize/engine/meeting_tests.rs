@@ -295,3 +295,30 @@ fn a_chat_between_two_people_names_both_and_an_agent_session_keeps_the_user() {
     let s = summary(&agent);
     assert!(s.prose.starts_with("The user asked"), "{}", s.prose);
 }
+
+#[test]
+fn an_action_for_you_cites_the_turn_of_the_person_addressed() {
+    let turns = [
+        said(
+            1,
+            "raj",
+            "Welcome, today we review the quarterly audit preparation.",
+        ),
+        said(2, "ana", "The auditors asked for the ledger exports."),
+        said(
+            3,
+            "raj",
+            "You should send the ledger exports to the auditors by Friday.",
+        ),
+    ];
+    let s = summary(&turns);
+    let a = s
+        .pending_actions
+        .iter()
+        .find(|a| a.action.contains("ledger exports"))
+        .unwrap_or_else(|| panic!("{:#?}", s.pending_actions));
+    assert_eq!(a.owner, "ana");
+    assert_eq!(a.evidence_seqs, [3, 2], "the origin first, then ana's turn");
+    let cited: BTreeMap<u64, Turn> = turns.iter().map(|t| (t.seq, t.clone())).collect();
+    assert_eq!(crate::summarize::validate::validate(&s, &cited, 3), Ok(()));
+}

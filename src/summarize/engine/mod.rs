@@ -417,6 +417,7 @@ impl FoldState {
                 } else {
                     clause
                 };
+                let owner_seq = self.addressee_seq(&cue.owner, speaker);
                 let owner = self.owner_name(cue.owner, speaker);
                 let stated = in_turn.get_or_insert_with(|| rules::deadlines(text, time));
                 let deadline = [clause, c.text]
@@ -441,7 +442,8 @@ impl FoldState {
                         status: ActionStatus::Pending,
                         depends_on,
                         priority: turn_priority,
-                        evidence_seqs: vec![seq],
+                        // The origin first; then the addressee's turn.
+                        evidence_seqs: std::iter::once(seq).chain(owner_seq).collect(),
                         requires_human_review: false,
                     },
                     retry_of,
