@@ -21,7 +21,9 @@
 //! file is a meeting set (`{"meetings": [{"id", "turns": [{"speaker",
 //! "content"}]}]}`, every turn a person's), a retrieval set (`{"subjects":
 //! [{"sessions": [{"session_id", "turns": [{"role", "speaker",
-//! "content"}]}]}]}`, each session a conversation) or a directory of
+//! "content"}]}]}]}`, each session a conversation), a conversation set
+//! (`{"conversations": [{"id", "turns": [...]}]}`, e.g. ToolBench runs
+//! converted by `scripts/toolbench_runs_to_conversations.py`) or a directory of
 //! summary fixtures (`{"turns": [{"role", "speaker", "content",
 //! "tool_call"?}]}` per file). Without it, the committed ones: the ELITR
 //! meetings, the BFCL memory conversations and the summary fixtures.
@@ -144,6 +146,14 @@ fn load(path: &Path) -> Vec<Conversation> {
             out.push(Conversation {
                 id: m["id"].as_str().unwrap_or("meeting").into(),
                 turns: turns_of(m, Role::User),
+            });
+        }
+    }
+    if let Some(convs) = v["conversations"].as_array() {
+        for c in convs {
+            out.push(Conversation {
+                id: c["id"].as_str().unwrap_or("conversation").into(),
+                turns: turns_of(c, Role::User),
             });
         }
     }
