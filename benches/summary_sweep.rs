@@ -190,6 +190,10 @@ fn marker_like(text: &str) -> bool {
         let Ok(body) = std::str::from_utf8(&b[i + 1..i + 1 + len]) else {
             continue;
         };
+        // A Markdown link's text (`[here](https://…)`) is no marker.
+        if open == b'[' && b.get(i + 2 + len) == Some(&b'(') {
+            continue;
+        }
         let body = body.trim().trim_matches('/');
         if body.is_empty() || !body.chars().any(char::is_alphabetic) {
             continue;
