@@ -21,8 +21,26 @@ pub enum OwnerCue {
 /// Verbs of a request that asks for information, not work: "can you tell
 /// me…?" is a question; "can you send the file?" is an action.
 pub(crate) const INFO_VERBS: &[&str] = &[
-    "tell", "give", "confirm", "provide", "share", "clarify", "explain", "describe", "specify",
-    "remind", "advise", "let", "repeat", "spell", "help", "say", "answer",
+    "tell",
+    "give",
+    "confirm",
+    "provide",
+    "share",
+    "clarify",
+    "explain",
+    "describe",
+    "specify",
+    "remind",
+    "advise",
+    "let",
+    "repeat",
+    "spell",
+    "help",
+    "say",
+    "answer",
+    "expand",
+    "elaborate",
+    "comment",
 ];
 
 /// Verbs after "please" that ask for patience, not work.

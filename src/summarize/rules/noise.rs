@@ -370,8 +370,12 @@ const NARRATION_VERBS: &[(&str, &[&str])] = &[
     ),
     ("kick", &["off"]),
     ("open", &["meeting"]),
-    ("go", &["agenda", "through", "next", "over"]),
-    ("move", &["next", "on", "agenda"]),
+    (
+        "go",
+        &["agenda", "through", "next", "over", "questions", "item"],
+    ),
+    ("move", &["next", "on", "agenda", "questions", "item"]),
+    ("back", &["up"]),
     ("give", &["floor", "overview", "word"]),
     ("hand", &["over"]),
     ("pass", &["over", "floor", "word"]),
@@ -716,6 +720,9 @@ mod tests {
             "Okay, I'll start by introducing myself.",
             "I'm going to tell you a bit about the project.",
             "Let me just give you an overview.",
+            // QMSum Committee and Academic.
+            "If it's okay with you, we'll move straight to questions, and Julie Morgan.",
+            "L let me just back up this to make a a brief comment about the meeting.",
         ] {
             assert!(is_noise(s), "{s:?} is narration");
         }
@@ -729,6 +736,8 @@ mod tests {
             "I'll tell the vendor that we need the invoices corrected.",
             "Let's start with a 30-day pilot in cardiology.",
             "I'll show the prototype to the marketing department after the meeting.",
+            "We'll move the servers to the new data centre.",
+            "I'll make a comment in the pull request about the retry logic.",
         ] {
             assert!(!is_noise(s), "{s:?} is work");
         }

@@ -199,6 +199,11 @@ fn actions_and_owners() {
         Some(OwnerCue::Addressee)
     );
     assert_eq!(o("Can you tell me your order number?"), None);
+    // A committee asking a witness to say more asks for information.
+    assert_eq!(
+        o("Can you expand on those concerns for the committee?"),
+        None
+    );
     assert_eq!(o("I won't be able to do that."), None);
     assert_eq!(o("Will do."), None);
     assert_eq!(o("Please let me know."), None);
