@@ -269,21 +269,18 @@ fn item_texts(s: &SessionSummary) -> Vec<&str> {
     v
 }
 
-/// Items dropped, from the summary's list (its last entry may count the
-/// rest: "and N more items").
+/// Items dropped, from the summary's own note ("N items dropped by the
+/// faithfulness check: …" in `truncated`).
 fn dropped_count(s: &SessionSummary) -> usize {
-    let list = &s.context_health.dropped_items;
-    match list.last().and_then(|l| l.strip_prefix("and ")) {
-        Some(rest) => {
-            let n: usize = rest
-                .split_whitespace()
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(1);
-            list.len() - 1 + n
-        }
-        None => list.len(),
-    }
+    let Some(at) = s.truncated.find(mnemo::summarize::validate::DROPPED_NOTE) else {
+        return 0;
+    };
+    s.truncated[..at]
+        .split_whitespace()
+        .rev()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 #[derive(Default)]
@@ -366,11 +363,7 @@ fn fold_one(c: &Conversation, row: &mut Row) {
     let dropped = dropped_count(&s);
     row.dropped += dropped;
     if dropped > 0 {
-        row.examples.push(format!(
-            "{}: dropped {}",
-            c.id,
-            s.context_health.dropped_items.join("; ")
-        ));
+        row.examples.push(format!("{}: {}", c.id, s.truncated));
     }
     for text in item_texts(&s) {
         if marker_like(text) {

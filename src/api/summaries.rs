@@ -84,7 +84,6 @@ impl From<SessionSummary> for pb::SessionSummary {
                 stale_artifacts: s.context_health.stale_artifacts,
                 missing_dependencies: s.context_health.missing_dependencies,
                 budget_remaining_tokens: s.context_health.budget_remaining_tokens,
-                dropped_items: s.context_health.dropped_items,
             }),
             truncated: s.truncated,
             errors_and_anomalies: s

@@ -170,7 +170,7 @@ pub fn run(
     // dropped, said in the summary and the audit, and the rest is stored.
     // A model's summary that still fails here had no fallback to go to and
     // keeps the gate.
-    let mut dropped = 0;
+    let mut dropped: Option<validate::Dropped> = None;
     let by_rules = out
         .label
         .as_deref()
@@ -186,7 +186,7 @@ pub fn run(
                 ?errors,
                 "items of a rule-based summary failed validation; dropped, the rest stored"
             );
-            dropped = d;
+            dropped = Some(d);
             out.summary = pruned;
             post_tokens = set_budget(&mut out.summary, &session);
             verdict = Ok(());
@@ -235,12 +235,14 @@ pub fn run(
         cfg,
     )?;
     audit.health_flags.extend(refused_attempts);
-    if dropped > 0 {
+    if let Some(d) = dropped.filter(|d| d.count > 0) {
+        let one = d.count == 1;
         audit.health_flags.push(format!(
-            "validator_dropped_items: {dropped} {} failed validation and {} dropped, the rest stored: {}",
-            if dropped == 1 { "item" } else { "items" },
-            if dropped == 1 { "was" } else { "were" },
-            summary.context_health.dropped_items.join("; ")
+            "validator_dropped_items: {} {} failed validation and {} dropped, the rest stored: {}",
+            d.count,
+            if one { "item" } else { "items" },
+            if one { "was" } else { "were" },
+            d.items.join(" | ")
         ));
     }
     audit.health_flags.extend(notes);

@@ -196,11 +196,6 @@ pub struct ContextHealth {
     pub missing_dependencies: Vec<String>,
     /// context_limit_tokens minus what a bundle of this session now needs.
     pub budget_remaining_tokens: i64,
-    /// Items the faithfulness validator refused and the pipeline dropped
-    /// before storing the rest (a rule-based summary is never refused
-    /// whole): one entry per item, naming its field, its text and why.
-    #[serde(default)]
-    pub dropped_items: Vec<String>,
 }
 
 /// An error or anomaly seen in the session.

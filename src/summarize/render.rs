@@ -172,13 +172,6 @@ pub fn markdown(s: &SessionSummary) -> String {
     if !s.truncated.is_empty() {
         let _ = writeln!(out, "\n_Not fully covered: {}_", s.truncated);
     }
-    if !s.context_health.dropped_items.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n_Dropped by the faithfulness check: {}_",
-            s.context_health.dropped_items.join("; ")
-        );
-    }
     out
 }
 

@@ -91,15 +91,30 @@ pub const MAX_DROPPED_LISTED: usize = 20;
 /// `context_health` that the next round removes.
 const PRUNE_ROUNDS: usize = 4;
 
+/// What [`prune`] dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// Items dropped.
+    pub count: usize,
+    /// One entry per item (field, text, why), at most
+    /// [`MAX_DROPPED_LISTED`], the last one counting the rest.
+    pub items: Vec<String>,
+}
+
+/// The words `truncated` uses for dropped items: "2 items dropped by the
+/// faithfulness check: …".
+pub const DROPPED_NOTE: &str = "dropped by the faithfulness check";
+
 /// Makes a rule-based summary pass [`validate`] by dropping what fails:
 /// each item (decision, action, question, fact, tool call, artifact,
 /// anomaly, conflict, topic) the validator names is removed; a summary
 /// field it names (intent, topic) is emptied; `context_health` keeps only
 /// dependencies of remaining actions and remaining stale artifacts; the
-/// prose is written again from what remains with `prose`. The removed
-/// items are listed (field, text, why; at most [`MAX_DROPPED_LISTED`]
-/// entries, then a count) in `context_health.dropped_items`; returns how
-/// many items were dropped.
+/// prose is written again from what remains with `prose`. The summary
+/// says so in `truncated` ("N items dropped by the faithfulness check:
+/// …", [`DROPPED_NOTE`]), listing each removed item (field, text, why; at
+/// most [`MAX_DROPPED_LISTED`] entries, then a count); the same list is
+/// returned for the audit.
 /// `Err` holds the violations that dropping cannot mend (e.g. a summary
 /// covering turns the session does not have); then `s` must not be
 /// stored. A model's summary is not pruned: it keeps the gate (a retry,
@@ -109,23 +124,35 @@ pub fn prune(
     cited: &BTreeMap<u64, Turn>,
     max_seq: u64,
     prose: impl Fn(&SessionSummary) -> String,
-) -> Result<usize, Vec<String>> {
+) -> Result<Dropped, Vec<String>> {
     let mut dropped: Vec<String> = Vec::new();
     let mut last = Vec::new();
     let (mut prose_failed, mut clear_prose) = (false, false);
     for _ in 0..PRUNE_ROUNDS {
         let errors = match validate(s, cited, max_seq) {
             Ok(()) => {
-                let total = dropped.len();
-                if total > MAX_DROPPED_LISTED {
+                let count = dropped.len();
+                if count > MAX_DROPPED_LISTED {
                     dropped.truncate(MAX_DROPPED_LISTED - 1);
                     dropped.push(format!(
                         "and {} more items",
-                        total - (MAX_DROPPED_LISTED - 1)
+                        count - (MAX_DROPPED_LISTED - 1)
                     ));
                 }
-                s.context_health.dropped_items.extend(dropped);
-                return Ok(total);
+                if count > 0 {
+                    if !s.truncated.is_empty() {
+                        s.truncated.push_str("; ");
+                    }
+                    s.truncated.push_str(&format!(
+                        "{count} {} {DROPPED_NOTE}: {}",
+                        if count == 1 { "item" } else { "items" },
+                        dropped.join(" | ")
+                    ));
+                }
+                return Ok(Dropped {
+                    count,
+                    items: dropped,
+                });
             }
             Err(e) => e,
         };
@@ -796,18 +823,24 @@ mod tests {
         let cited = cited_of(&s, &turns);
         assert!(validate(&s, &cited, 4).is_err());
         let dropped = prune(&mut s, &cited, 4, rules_prose).expect("prunable");
-        assert_eq!(dropped, 1);
+        assert_eq!(dropped.count, 1);
         assert_eq!(validate(&s, &cited, 4), Ok(()));
         assert_eq!(s.pending_actions.len(), actions);
         assert_eq!(s.decisions.len(), decisions);
         assert!(s.context_health.missing_dependencies.is_empty());
         assert!(!s.prose.contains("RF-555"), "{}", s.prose);
-        let named = &s.context_health.dropped_items;
+        let named = &dropped.items;
         assert_eq!(named.len(), 1, "{named:?}");
         assert!(
             named[0].starts_with("pending_actions: \"I'll refund $59.99 by Friday.\"")
                 && named[0].contains("\"$59.99\" appears in none of its cited turns"),
             "{named:?}"
+        );
+        assert!(
+            s.truncated
+                .ends_with(&format!("1 item {DROPPED_NOTE}: {}", named[0])),
+            "{}",
+            s.truncated
         );
     }
 
@@ -833,8 +866,12 @@ mod tests {
             s.key_facts.push(f);
         }
         let cited = cited_of(&s, &turns);
-        assert_eq!(prune(&mut s, &cited, 4, rules_prose), Ok(30));
-        let named = &s.context_health.dropped_items;
+        let dropped = prune(&mut s, &cited, 4, rules_prose).expect("prunable");
+        assert_eq!(dropped.count, 30);
+        assert!(s
+            .truncated
+            .contains("30 items dropped by the faithfulness check"));
+        let named = &dropped.items;
         assert_eq!(named.len(), MAX_DROPPED_LISTED);
         assert_eq!(named.last().map(String::as_str), Some("and 11 more items"));
         assert_eq!(validate(&s, &cited, 4), Ok(()));

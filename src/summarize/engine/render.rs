@@ -113,7 +113,6 @@ impl FoldState {
             context_health: ContextHealth {
                 stale_artifacts: stale,
                 missing_dependencies,
-                dropped_items: Vec::new(),
                 budget_remaining_tokens: budget,
             },
             truncated,
