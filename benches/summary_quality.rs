@@ -1,7 +1,8 @@
 //! How the rule-based summarizer reads real meetings: each meeting of the
 //! set (default the committed ELITR dev meetings,
 //! `tests/fixtures/meetings_elitr/dev.json`; `MNEMO_MEETING_SET` for
-//! others, comma separated) is summarized from scratch, and its decisions
+//! others, comma separated, each `name=path` or a bare path: e.g. ELITR
+//! dev, ELITR test and QMSum converted by `scripts/`) is summarized from scratch, and its decisions
 //! and pending actions are scored against the gold items of the human
 //! minutes:
 //!
@@ -176,12 +177,16 @@ fn span_hits(m: &Meeting, cited: &BTreeSet<u64>) -> usize {
 fn main() {
     let paths = std::env::var("MNEMO_MEETING_SET").unwrap_or_else(|_| {
         concat!(
+            "ELITR fixture=",
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/meetings_elitr/dev.json"
         )
         .to_owned()
     });
-    for path in paths.split(',') {
+    let mut table = Vec::new();
+    for entry in paths.split(',').filter(|p| !p.is_empty()) {
+        // "name=path" names a set; a bare path is its own name.
+        let (name, path) = entry.split_once('=').unwrap_or((entry, entry));
         let (ours, base, ceiling) = score_set(path);
         print_totals(path, &ours, &base);
         println!(
@@ -192,6 +197,27 @@ fn main() {
             ceiling.turn as f64 / ceiling.gold.max(1) as f64,
             ceiling.turn,
             ceiling.gold
+        );
+        table.push((name.to_owned(), ours, base, ceiling));
+    }
+    // Every set in one table: recall beside the baseline and the
+    // one-sentence ceiling of the same run, and its share of that ceiling.
+    println!("\nall sets\n");
+    println!("| set | meetings' gold | mnemo recall | baseline recall | one-sentence ceiling | mnemo ÷ ceiling | items per hour | junk rate | non-participant owners | unfaithful |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (name, ours, base, ceiling) in &table {
+        let r = |s: &Score| s.found as f64 / s.gold.max(1) as f64;
+        let c = ceiling.sentence as f64 / ceiling.gold.max(1) as f64;
+        println!(
+            "| {name} | {} | {:.2} | {:.2} | {c:.2} | {:.2} | {:.1} | {:.2} | {} | {} |",
+            ours.gold,
+            r(ours),
+            r(base),
+            if c > 0.0 { r(ours) / c } else { 0.0 },
+            ours.items as f64 * WORDS_PER_HOUR / ours.words.max(1) as f64,
+            ours.junk as f64 / ours.items.max(1) as f64,
+            ours.bad_owners,
+            ours.unfaithful
         );
     }
 }

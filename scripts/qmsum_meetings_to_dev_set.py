@@ -6,7 +6,10 @@ Source: Yale-LILY/QMSum, data/Committee/all/*.json and data/Academic/all/*.json
 (MIT licence). Never data/Product or data/ALL: those hold meetings of a
 held-out corpus. Usage:
 
-    python3 scripts/qmsum_meetings_to_dev_set.py OUT.json FILE.json...
+    python3 scripts/qmsum_meetings_to_dev_set.py [--all] OUT.json FILE.json...
+
+`--all` keeps the meetings without a decision or next-step query too (with
+no gold): the summary sweep folds every meeting.
 
 Turns: each transcript entry is one turn, its text unchanged ({disfmarker}
 and {vocalsound} markers kept).
@@ -38,9 +41,13 @@ def sentences(text: str) -> list[str]:
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
+    args = sys.argv[1:]
+    keep_all = bool(args) and args[0] == "--all"
+    if keep_all:
+        args = args[1:]
+    out = Path(args[0])
     meetings = []
-    for path in sorted(Path(p) for p in sys.argv[2:]):
+    for path in sorted(Path(p) for p in args[1:]):
         if "Product" in path.parts or "ALL" in path.parts:
             sys.exit(f"{path}: not a Committee or Academic meeting")
         d = json.loads(path.read_text(encoding="utf-8"))
@@ -52,7 +59,7 @@ def main() -> None:
             for s in sentences(q["answer"]):
                 gold.append(s)
                 spans.append(span)
-        if not gold:
+        if not gold and not keep_all:
             continue
         turns = [
             {"speaker": t["speaker"].strip(), "content": t["content"].strip()}

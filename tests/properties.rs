@@ -640,7 +640,20 @@ fn an_action_is_dated_as_its_whole_turn_reads() {
         wait_free: false,
     };
     let s = summarize::summarize(std::slice::from_ref(&turn), &ctx);
-    assert!(!s.pending_actions.is_empty());
-    let cited: BTreeMap<u64, Turn> = [(1, turn)].into_iter().collect();
+    let cited: BTreeMap<u64, Turn> = [(1, turn.clone())].into_iter().collect();
+    assert_eq!(summarize::validate::validate(&s, &cited, 1), Ok(()));
+    // Since issue 33 an empty "@" before a comma addresses nobody, so the
+    // bytes alone give no action; the same bytes after a commitment still
+    // make the clause-versus-turn dating this test is about.
+    let mut committed = turn;
+    committed.content = format!("I will pay {}", committed.content);
+    let s = summarize::summarize(std::slice::from_ref(&committed), &ctx);
+    assert!(!s.pending_actions.is_empty(), "{:?}", s.pending_actions);
+    assert!(
+        s.pending_actions.iter().any(|a| !a.deadline.is_empty()),
+        "{:?}",
+        s.pending_actions
+    );
+    let cited: BTreeMap<u64, Turn> = [(1, committed)].into_iter().collect();
     assert_eq!(summarize::validate::validate(&s, &cited, 1), Ok(()));
 }

@@ -873,3 +873,156 @@ async fn a_public_meeting_gives_its_decisions_and_owners() {
     assert!(s.truncated.contains("less salient"), "{}", s.truncated);
     server.stop().await;
 }
+
+/// An action the rules give to the person "you" addresses, whose own turn
+/// ("Okay.") came before the speaker's previous one, so no item cites it:
+/// the validator cannot see that they spoke, and the action fails its
+/// owner check (had the addressee spoken just before, the action would
+/// cite that turn). The summary is stored all the same,
+/// without that action, and says so in its context health and the audit.
+#[tokio::test]
+async fn a_summary_with_an_item_the_validator_refuses_is_stored_without_it() {
+    use pb::Role::User;
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_session(&mut c, "ns", "audit-prep").await;
+    let turns = vec![
+        turn(
+            User,
+            "raj",
+            "Welcome everyone, today we review the quarterly audit preparation.",
+        ),
+        turn(
+            User,
+            "kim",
+            "The auditors asked for the ledger exports and the bank statements.",
+        ),
+        turn(User, "ana", "Okay."),
+        turn(
+            User,
+            "raj",
+            "The auditors also want them before the audit starts.",
+        ),
+        turn(
+            User,
+            "raj",
+            "You should send the ledger exports to the auditors by Friday.",
+        ),
+        turn(
+            User,
+            "kim",
+            "I will check that the bank statements are complete tomorrow.",
+        ),
+    ];
+    c.append_turns(append_req("ns", "audit-prep", turns))
+        .await
+        .unwrap();
+    let s = summarize(&mut c, "audit-prep")
+        .await
+        .expect("stored, not INTERNAL");
+    // The summary says what it dropped, and why.
+    let note = s
+        .truncated
+        .split_once("1 item dropped by the faithfulness check: ")
+        .map(|(_, items)| items)
+        .unwrap_or_else(|| panic!("{:?}", s.truncated));
+    assert!(
+        note.starts_with("pending_actions: \"You should send the ledger exports")
+            && note.contains("owner \"ana\""),
+        "{note}"
+    );
+    // The rest is there: kim's own commitment, and nothing owned by ana.
+    assert!(
+        s.pending_actions
+            .iter()
+            .any(|a| a.owner == "kim" && a.action.contains("bank statements")),
+        "{:#?}",
+        s.pending_actions
+    );
+    assert!(s.pending_actions.iter().all(|a| a.owner != "ana"));
+    let md = get_summary(&mut c, "audit-prep", 0, pb::SummaryFormat::Markdown)
+        .await
+        .unwrap();
+    assert!(
+        md.rendered.contains("dropped by the faithfulness check"),
+        "{}",
+        md.rendered
+    );
+    let log = audit(&mut c, "audit-prep").await;
+    let last = log.last().expect("an audit record");
+    assert!(last.validation_passed, "{last:#?}");
+    assert!(
+        last.health_flags.iter().any(|f| f
+            .starts_with("validator_dropped_items: 1 item failed validation")
+            && f.contains("You should send the ledger exports")),
+        "{:#?}",
+        last.health_flags
+    );
+    assert_eq!(
+        get_session(&mut c, "ns", "audit-prep")
+            .await
+            .unwrap()
+            .summary_version,
+        1
+    );
+    server.stop().await;
+}
+
+/// Regression: the opening of a public committee meeting (QMSum
+/// `covid_7`, MIT) whose rule-based summary used to be refused whole
+/// (INTERNAL): the chair's "you should be on the English channel" became
+/// an action for the member who spoke just before, and no turn it cited
+/// was his. It is stored now, with nothing to drop: the action cites that
+/// member's turn.
+#[tokio::test]
+async fn a_committee_meeting_whose_summary_was_refused_is_stored_whole() {
+    #[derive(serde::Deserialize)]
+    struct Set {
+        meetings: Vec<Meeting>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meeting {
+        turns: Vec<Said>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Said {
+        speaker: String,
+        content: String,
+    }
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/meetings_qmsum/covid_7_opening.json"
+    );
+    let set: Set = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    create_session(&mut c, "ns", "covid-7").await;
+    let turns = set.meetings[0]
+        .turns
+        .iter()
+        .map(|t| turn(pb::Role::User, &t.speaker, &t.content))
+        .collect();
+    c.append_turns(append_req("ns", "covid-7", turns))
+        .await
+        .unwrap();
+    let s = summarize(&mut c, "covid-7").await.expect("stored");
+    assert!(
+        !s.truncated.contains("dropped by the faithfulness check"),
+        "{}",
+        s.truncated
+    );
+    let speakers: Vec<&str> = set.meetings[0]
+        .turns
+        .iter()
+        .map(|t| t.speaker.as_str())
+        .collect();
+    assert!(!s.pending_actions.is_empty());
+    for a in &s.pending_actions {
+        assert!(
+            a.owner == "unassigned" || speakers.contains(&a.owner.as_str()),
+            "{a:?}"
+        );
+    }
+    assert!(!s.prose.contains("The user asked"), "{}", s.prose);
+    server.stop().await;
+}

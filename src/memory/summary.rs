@@ -21,7 +21,7 @@ use crate::model::{
     SessionState, SessionSummary, Trigger, Turn, LEGACY_FOLD_FORMAT,
 };
 use crate::store::{Store, SummaryWrite};
-use crate::summarize::{render, validate, Folded, Summarizer, SummaryContext};
+use crate::summarize::{engine, render, rule_based, validate, Folded, Summarizer, SummaryContext};
 use crate::tokens;
 
 /// Turns read per page while folding.
@@ -143,26 +143,12 @@ pub fn run(
     // the violations as a hint, then taken from the summarizer's fallback,
     // when it has them (a model does; the rules do not).
     let mut refused_attempts: Vec<String> = Vec::new();
-    let (
-        Folded {
-            state,
-            summary,
-            label,
-            notes,
-        },
-        post_tokens,
-        verdict,
-    ) = loop {
-        let markdown = render::markdown(&out.summary);
-        let post_tokens = tokens::count(session.settings.encoding, &markdown) as u64;
-        // Until bundles exist, what a resuming agent needs is the summary itself.
-        out.summary.context_health.budget_remaining_tokens =
-            i64::try_from(session.settings.context_limit_tokens).unwrap_or(i64::MAX)
-                - post_tokens as i64;
+    let (mut out, mut post_tokens, mut verdict, cited) = loop {
+        let post_tokens = set_budget(&mut out.summary, &session);
         let cited = cited_turns(store, ns, session_id, &out.summary, &new_turns)?;
         let verdict = validate::validate(&out.summary, &cited, fold.through_seq);
         let Err(errors) = &verdict else {
-            break (out, post_tokens, verdict);
+            break (out, post_tokens, verdict, cited);
         };
         let next = match refused_attempts.len() {
             0 => summarizer.retry(base.as_ref(), &folded, &ctx, errors),
@@ -170,7 +156,7 @@ pub fn run(
             _ => None,
         };
         let Some(next) = next else {
-            break (out, post_tokens, verdict);
+            break (out, post_tokens, verdict, cited);
         };
         refused_attempts.push(format!(
             "attempt {} by {} refused: {}",
@@ -180,6 +166,38 @@ pub fn run(
         ));
         out = next.map_err(state_error)?;
     };
+    // A rule-based summary is never refused whole: what fails the check is
+    // dropped, said in the summary and the audit, and the rest is stored.
+    // A model's summary that still fails here had no fallback to go to and
+    // keeps the gate.
+    let mut dropped: Option<validate::Dropped> = None;
+    let by_rules = out
+        .label
+        .as_deref()
+        .map_or(summarizer.name() == rule_based::NAME, |l| {
+            l.starts_with(rule_based::NAME)
+        });
+    if let (Err(errors), true) = (&verdict, by_rules) {
+        let mut pruned = out.summary.clone();
+        if let Ok(d) = validate::prune(&mut pruned, &cited, fold.through_seq, engine::prose) {
+            tracing::warn!(
+                namespace = ns,
+                session_id,
+                ?errors,
+                "items of a rule-based summary failed validation; dropped, the rest stored"
+            );
+            dropped = Some(d);
+            out.summary = pruned;
+            post_tokens = set_budget(&mut out.summary, &session);
+            verdict = Ok(());
+        }
+    }
+    let Folded {
+        state,
+        summary,
+        label,
+        notes,
+    } = out;
     let label = label.unwrap_or_else(|| summarizer.label());
     fold.state = state;
     let mut audit = AuditRecord {
@@ -217,6 +235,16 @@ pub fn run(
         cfg,
     )?;
     audit.health_flags.extend(refused_attempts);
+    if let Some(d) = dropped.filter(|d| d.count > 0) {
+        let one = d.count == 1;
+        audit.health_flags.push(format!(
+            "validator_dropped_items: {} {} failed validation and {} dropped, the rest stored: {}",
+            d.count,
+            if one { "item" } else { "items" },
+            if one { "was" } else { "were" },
+            d.items.join(" | ")
+        ));
+    }
     audit.health_flags.extend(notes);
     let write = match verdict {
         Ok(()) => {
@@ -261,6 +289,18 @@ pub fn run(
             Attempt::Refused(errors)
         }
     })
+}
+
+/// Sets the summary's `budget_remaining_tokens` (until bundles exist,
+/// what a resuming agent needs is the summary itself) and returns the
+/// tokens of its Markdown rendering.
+fn set_budget(summary: &mut SessionSummary, session: &Session) -> u64 {
+    let markdown = render::markdown(summary);
+    let post_tokens = tokens::count(session.settings.encoding, &markdown) as u64;
+    summary.context_health.budget_remaining_tokens =
+        i64::try_from(session.settings.context_limit_tokens).unwrap_or(i64::MAX)
+            - post_tokens as i64;
+    post_tokens
 }
 
 /// h' = SHA-256(h || postcard(turn)): a hash of the covered turns that can

@@ -83,6 +83,183 @@ pub fn validate(
     }
 }
 
+/// Dropped-item entries a summary names one by one; past it, one entry
+/// counts the rest.
+pub const MAX_DROPPED_LISTED: usize = 20;
+
+/// Rounds [`prune`] runs: a dropped action can leave a dependency in
+/// `context_health` that the next round removes.
+const PRUNE_ROUNDS: usize = 4;
+
+/// What [`prune`] dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// Items dropped.
+    pub count: usize,
+    /// One entry per item (field, text, why), at most
+    /// [`MAX_DROPPED_LISTED`], the last one counting the rest.
+    pub items: Vec<String>,
+}
+
+/// The words `truncated` uses for dropped items: "2 items dropped by the
+/// faithfulness check: …".
+pub const DROPPED_NOTE: &str = "dropped by the faithfulness check";
+
+/// Makes a rule-based summary pass [`validate`] by dropping what fails:
+/// each item (decision, action, question, fact, tool call, artifact,
+/// anomaly, conflict, topic) the validator names is removed; a summary
+/// field it names (intent, topic) is emptied; `context_health` keeps only
+/// dependencies of remaining actions and remaining stale artifacts; the
+/// prose is written again from what remains with `prose`. The summary
+/// says so in `truncated` ("N items dropped by the faithfulness check:
+/// …", [`DROPPED_NOTE`]), listing each removed item (field, text, why; at
+/// most [`MAX_DROPPED_LISTED`] entries, then a count); the same list is
+/// returned for the audit.
+/// `Err` holds the violations that dropping cannot mend (e.g. a summary
+/// covering turns the session does not have); then `s` must not be
+/// stored. A model's summary is not pruned: it keeps the gate (a retry,
+/// then the rules' summary).
+pub fn prune(
+    s: &mut SessionSummary,
+    cited: &BTreeMap<u64, Turn>,
+    max_seq: u64,
+    prose: impl Fn(&SessionSummary) -> String,
+) -> Result<Dropped, Vec<String>> {
+    let mut dropped: Vec<String> = Vec::new();
+    let mut last = Vec::new();
+    let (mut prose_failed, mut clear_prose) = (false, false);
+    for _ in 0..PRUNE_ROUNDS {
+        let errors = match validate(s, cited, max_seq) {
+            Ok(()) => {
+                let count = dropped.len();
+                if count > MAX_DROPPED_LISTED {
+                    dropped.truncate(MAX_DROPPED_LISTED - 1);
+                    dropped.push(format!(
+                        "and {} more items",
+                        count - (MAX_DROPPED_LISTED - 1)
+                    ));
+                }
+                if count > 0 {
+                    if !s.truncated.is_empty() {
+                        s.truncated.push_str("; ");
+                    }
+                    s.truncated.push_str(&format!(
+                        "{count} {} {DROPPED_NOTE}: {}",
+                        if count == 1 { "item" } else { "items" },
+                        dropped.join(" | ")
+                    ));
+                }
+                return Ok(Dropped {
+                    count,
+                    items: dropped,
+                });
+            }
+            Err(e) => e,
+        };
+        // Per item, why; items removed highest index first so the
+        // indexes the messages name stay valid.
+        let mut items: BTreeMap<(String, usize), Vec<String>> = BTreeMap::new();
+        let mut fields: BTreeSet<String> = BTreeSet::new();
+        for e in &errors {
+            let why = e.split_once(": ").map_or(e.as_str(), |(_, why)| why);
+            match located(e) {
+                Some(Place::Item(section, i)) => items
+                    .entry((section.to_string(), i))
+                    .or_default()
+                    .push(why.to_string()),
+                Some(Place::Field(f)) => {
+                    fields.insert(f.to_string());
+                }
+                None => return Err(errors),
+            }
+        }
+        for ((section, i), why) in items.iter().rev() {
+            match drop_item(s, section, *i) {
+                Some(text) => dropped.push(format!(
+                    "{section}: \"{}\" ({})",
+                    rules::clip(&text, 80),
+                    why.join("; ")
+                )),
+                None => return Err(errors),
+            }
+        }
+        for f in fields {
+            match f.as_str() {
+                "user_intent" | "user_intent_seq" => {
+                    s.user_intent.clear();
+                    s.user_intent_seq = 0;
+                }
+                "topic" => s.topic.clear(),
+                // Written again from what remains once; failing again, it
+                // goes.
+                "prose" if prose_failed => clear_prose = true,
+                "prose" => prose_failed = true,
+                // Recomputed below from what remains.
+                "context_health.missing_dependencies" | "context_health.stale_artifacts" => {}
+                _ => return Err(errors),
+            }
+        }
+        s.context_health
+            .missing_dependencies
+            .retain(|d| s.pending_actions.iter().any(|a| a.depends_on.contains(d)));
+        let stale: BTreeSet<&str> = s
+            .artifacts
+            .iter()
+            .filter(|a| a.expiry_seq != 0)
+            .map(|a| a.artifact_id.as_str())
+            .collect();
+        s.context_health
+            .stale_artifacts
+            .retain(|a| stale.contains(a.as_str()));
+        s.requires_human_review = s.decisions.iter().any(|d| d.requires_human_review)
+            || s.pending_actions.iter().any(|a| a.requires_human_review)
+            || s.tool_calls.iter().any(|t| t.requires_human_review);
+        s.prose = if clear_prose { String::new() } else { prose(s) };
+        last = errors;
+    }
+    Err(last)
+}
+
+/// Where a violation lies: an item of a list, or a field of the summary.
+#[derive(Debug, PartialEq, Eq)]
+enum Place<'a> {
+    Item(&'a str, usize),
+    Field(&'a str),
+}
+
+/// The place a violation message names (its path, before the first
+/// ": "): `decisions[3].decision` is item 3 of `decisions`; `prose` a
+/// field.
+fn located(message: &str) -> Option<Place<'_>> {
+    let path = message.split_once(": ").map_or(message, |(p, _)| p);
+    match path.split_once('[') {
+        Some((section, rest)) => {
+            let i = rest.split_once(']')?.0.parse().ok()?;
+            Some(Place::Item(section, i))
+        }
+        None => Some(Place::Field(path)),
+    }
+}
+
+/// Removes item `i` of `section`; returns its text (`None`: no such item).
+fn drop_item(s: &mut SessionSummary, section: &str, i: usize) -> Option<String> {
+    fn take<T>(v: &mut Vec<T>, i: usize, text: impl Fn(&T) -> String) -> Option<String> {
+        (i < v.len()).then(|| text(&v.remove(i)))
+    }
+    match section {
+        "decisions" => take(&mut s.decisions, i, |d| d.decision.clone()),
+        "pending_actions" => take(&mut s.pending_actions, i, |a| a.action.clone()),
+        "open_questions" => take(&mut s.open_questions, i, |q| q.question.clone()),
+        "key_facts" => take(&mut s.key_facts, i, |f| f.fact.clone()),
+        "tool_calls" => take(&mut s.tool_calls, i, |t| t.tool_name.clone()),
+        "artifacts" => take(&mut s.artifacts, i, |a| a.artifact_id.clone()),
+        "errors_and_anomalies" => take(&mut s.errors_and_anomalies, i, |a| a.description.clone()),
+        "unresolved_conflicts" => take(&mut s.unresolved_conflicts, i, |c| c.description.clone()),
+        "topics" => take(&mut s.topics, i, |t| t.topic.clone()),
+        _ => None,
+    }
+}
+
 struct Check<'a> {
     cited: &'a BTreeMap<u64, Turn>,
     max_seq: u64,
@@ -615,5 +792,114 @@ mod tests {
             "{e:?}"
         );
         assert!(e.iter().any(|m| m.contains("\"ghost\"")), "{e:?}");
+    }
+
+    fn rules_prose(s: &SessionSummary) -> String {
+        crate::summarize::engine::prose(s)
+    }
+
+    #[test]
+    fn prune_drops_what_fails_names_it_and_keeps_the_rest() {
+        let (mut s, turns) = faithful();
+        let actions = s.pending_actions.len();
+        let decisions = s.decisions.len();
+        // An action whose amount no cited turn holds, with a dependency
+        // only it has, and a dependency no action has.
+        s.pending_actions.push(PendingAction {
+            action: "I'll refund $59.99 by Friday.".into(),
+            owner: "agent".into(),
+            deadline: String::new(),
+            status: ActionStatus::Pending,
+            depends_on: vec!["I'll refund".into()],
+            priority: Priority::Medium,
+            evidence_seqs: vec![2],
+            requires_human_review: false,
+        });
+        s.context_health.missing_dependencies.extend([
+            "I'll refund".to_string(),
+            "is that we use different colours".into(),
+        ]);
+        s.prose.push_str(" Ref RF-555.");
+        let cited = cited_of(&s, &turns);
+        assert!(validate(&s, &cited, 4).is_err());
+        let dropped = prune(&mut s, &cited, 4, rules_prose).expect("prunable");
+        assert_eq!(dropped.count, 1);
+        assert_eq!(validate(&s, &cited, 4), Ok(()));
+        assert_eq!(s.pending_actions.len(), actions);
+        assert_eq!(s.decisions.len(), decisions);
+        assert!(s.context_health.missing_dependencies.is_empty());
+        assert!(!s.prose.contains("RF-555"), "{}", s.prose);
+        let named = &dropped.items;
+        assert_eq!(named.len(), 1, "{named:?}");
+        assert!(
+            named[0].starts_with("pending_actions: \"I'll refund $59.99 by Friday.\"")
+                && named[0].contains("\"$59.99\" appears in none of its cited turns"),
+            "{named:?}"
+        );
+        assert!(
+            s.truncated
+                .ends_with(&format!("1 item {DROPPED_NOTE}: {}", named[0])),
+            "{}",
+            s.truncated
+        );
+    }
+
+    #[test]
+    fn prune_refuses_what_dropping_cannot_mend() {
+        let (mut s, turns) = faithful();
+        s.covers_through_seq = 9;
+        let cited = cited_of(&s, &turns);
+        let e = prune(&mut s, &cited, 4, rules_prose).expect_err("not prunable");
+        assert!(
+            e.iter().any(|m| m.starts_with("covers_through_seq")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn prune_lists_at_most_the_bound_then_counts() {
+        let (mut s, turns) = faithful();
+        let bad = s.key_facts[0].clone();
+        for k in 0..30 {
+            let mut f = bad.clone();
+            f.fact = format!("Order ORD-{k:04} was charged.");
+            s.key_facts.push(f);
+        }
+        let cited = cited_of(&s, &turns);
+        let dropped = prune(&mut s, &cited, 4, rules_prose).expect("prunable");
+        assert_eq!(dropped.count, 30);
+        assert!(s
+            .truncated
+            .contains("30 items dropped by the faithfulness check"));
+        let named = &dropped.items;
+        assert_eq!(named.len(), MAX_DROPPED_LISTED);
+        assert_eq!(named.last().map(String::as_str), Some("and 11 more items"));
+        assert_eq!(validate(&s, &cited, 4), Ok(()));
+    }
+
+    #[test]
+    fn every_violation_names_its_place() {
+        for (m, place) in [
+            (
+                "decisions[3].decision: x",
+                Some(Place::Item("decisions", 3)),
+            ),
+            (
+                "pending_actions[1].depends_on[0]: \"d\" is not in",
+                Some(Place::Item("pending_actions", 1)),
+            ),
+            (
+                "tool_calls[0]: turn 4 has no tool call",
+                Some(Place::Item("tool_calls", 0)),
+            ),
+            ("prose: identifier \"X-1\"", Some(Place::Field("prose"))),
+            (
+                "context_health.missing_dependencies: \"a: b\" is no",
+                Some(Place::Field("context_health.missing_dependencies")),
+            ),
+            ("topics[x].topic: y", None),
+        ] {
+            assert_eq!(located(m), place, "{m}");
+        }
     }
 }

@@ -37,13 +37,16 @@ impl FoldState {
                     .iter()
                     .map(|p| p.speaker.clone())
                     .collect();
-                let owner = rules::sentences(text)
+                let cue = rules::sentences(text)
                     .into_iter()
-                    .find_map(|s| rules::action_cue(s, &participants))
-                    .map_or_else(
-                        || speaker.to_string(),
-                        |c| self.owner_name(c.owner, speaker),
-                    );
+                    .find_map(|s| rules::action_cue(s, &participants));
+                let owner_seq = cue
+                    .as_ref()
+                    .and_then(|c| self.addressee_seq(&c.owner, speaker));
+                let owner = cue.map_or_else(
+                    || speaker.to_string(),
+                    |c| self.owner_name(c.owner, speaker),
+                );
                 let depends_on = rules::sentences(text)
                     .into_iter()
                     .flat_map(rules::depends_on)
@@ -56,7 +59,7 @@ impl FoldState {
                     status: ActionStatus::Pending,
                     depends_on,
                     priority: rules::priority(text),
-                    evidence_seqs: vec![seq],
+                    evidence_seqs: std::iter::once(seq).chain(owner_seq).collect(),
                     requires_human_review: false,
                 };
                 self.add_action(action, None);
@@ -81,7 +84,7 @@ impl FoldState {
             }
         }
         if let Some(c) = best {
-            let text = rules::clip(rules::trim_filler(c.text), rules::MAX_ITEM_CHARS);
+            let text = rules::item_text(c.text);
             self.user_intent = Some((text, seq));
         }
     }
@@ -89,6 +92,22 @@ impl FoldState {
     /// The person "you" refers to: the latest other conversational speaker.
     pub(super) fn addressee(&self, speaker: &str) -> Option<String> {
         self.recent_speakers.iter().find(|s| *s != speaker).cloned()
+    }
+
+    /// For an action given to "you": the turn just before, when its
+    /// speaker is the addressee (the owner), so the action cites a turn
+    /// its owner spoke, which is what the validator checks. `None` for
+    /// other owners, or when the addressee spoke earlier (then the
+    /// pipeline drops the action if no other cited turn is theirs).
+    pub(super) fn addressee_seq(&self, cue: &OwnerCue, speaker: &str) -> Option<u64> {
+        if *cue != OwnerCue::Addressee {
+            return None;
+        }
+        let addressee = self.addressee(speaker)?;
+        self.prev_conv
+            .as_ref()
+            .filter(|(_, s)| *s == addressee)
+            .map(|(seq, _)| *seq)
     }
 
     pub(super) fn owner_name(&self, cue: OwnerCue, speaker: &str) -> String {
@@ -223,7 +242,7 @@ impl FoldState {
         // A rationale from the next sentence is in the same turn.
         evidence_seqs.dedup();
         Decision {
-            decision: rules::clip(rules::trim_filler(sentence), rules::MAX_ITEM_CHARS),
+            decision: rules::item_text(sentence),
             rationale,
             agreed_by: vec![speaker.to_string()],
             evidence_seqs,
@@ -304,7 +323,7 @@ impl FoldState {
             }
         }
         let old = self.decisions.remove(target).decision;
-        let new_text = rules::clip(rules::trim_filler(sentence), rules::MAX_ITEM_CHARS);
+        let new_text = rules::item_text(sentence);
         if rules::is_decision(sentence) && !rules::is_noise(sentence) {
             self.add_decision(seq, speaker, sentence, next, false);
         }
@@ -414,8 +433,10 @@ impl FoldState {
                 && x.owner == a.owner
                 && rules::is_near_duplicate(&a.action, &x.action)
         }) {
-            for s in &a.evidence_seqs {
-                push_seq(&mut existing.evidence_seqs, *s);
+            // Its origin only: the owner is already the speaker of (or
+            // named in) a turn the existing item cites.
+            if let Some(&s) = a.evidence_seqs.first() {
+                push_seq(&mut existing.evidence_seqs, s);
             }
             if existing.deadline.is_empty() {
                 existing.deadline = a.deadline;
@@ -514,7 +535,7 @@ impl FoldState {
         for s in sentences.iter().map(|c| c.text) {
             if rules::has_fact_entity(s) {
                 self.add_fact(KeyFact {
-                    fact: rules::clip(rules::trim_filler(s), rules::MAX_ITEM_CHARS),
+                    fact: rules::item_text(s),
                     stated_by: speaker.to_string(),
                     evidence_seqs: vec![seq],
                 });

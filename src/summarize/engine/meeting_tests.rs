@@ -217,3 +217,108 @@ fn in_a_long_meeting_an_assented_item_of_two_words_stays_out() {
         .iter()
         .any(|a| a.action.contains("chip prices")));
 }
+
+#[test]
+fn a_meeting_reads_as_a_meeting_not_as_a_user_asking() {
+    // The opening of a product-design meeting (the held-out report's
+    // shape), with QMSum's markers.
+    let turns = [
+        said(1, "Project Manager", "So uh good morning. {vocalsound}"),
+        said(
+            2,
+            "Project Manager",
+            "First I will introduce myself. Now first I'll tell you a little bit about the setting. \
+             I'll start with the presentation kick off.",
+        ),
+        said(3, "Marketing", "Okay. {disfmarker} Sounds good."),
+        said(
+            4,
+            "Industrial Designer",
+            "I will send the drawings of the remote control casing to the team by Friday.",
+        ),
+        said(
+            5,
+            "Marketing",
+            "And we decided that the remote control gets a rubber case {vocalsound} in two colours.",
+        ),
+    ];
+    let s = summary(&turns);
+    assert!(!s.prose.contains("The user asked"), "{}", s.prose);
+    assert!(s.prose.starts_with("Meeting of "), "{}", s.prose);
+    assert!(s.prose.contains("Industrial Designer"), "{}", s.prose);
+    for a in &s.pending_actions {
+        assert!(
+            !a.action.contains("introduce myself")
+                && !a.action.contains("tell you a little")
+                && !a.action.contains("presentation kick off"),
+            "agenda talk is no action: {a:?}"
+        );
+    }
+    assert!(
+        s.pending_actions
+            .iter()
+            .any(|a| a.owner == "Industrial Designer" && a.action.contains("drawings")),
+        "{:#?}",
+        s.pending_actions
+    );
+    assert!(
+        s.prose
+            .contains("Most pressing action (Industrial Designer)"),
+        "{}",
+        s.prose
+    );
+    for d in &s.decisions {
+        assert!(!d.decision.contains('{'), "marker in {d:?}");
+    }
+}
+
+#[test]
+fn a_chat_between_two_people_names_both_and_an_agent_session_keeps_the_user() {
+    let turns = [
+        said(
+            1,
+            "Emi",
+            "I will book the hiking cabin for the weekend of the 14th.",
+        ),
+        said(2, "Elise", "Great, I will bring the maps and the stove."),
+    ];
+    let s = summary(&turns);
+    assert!(
+        s.prose.starts_with("Conversation between ")
+            && s.prose.contains("Emi")
+            && s.prose.contains("Elise"),
+        "{}",
+        s.prose
+    );
+    let mut agent = turns.to_vec();
+    agent[1].role = Role::Assistant;
+    let s = summary(&agent);
+    assert!(s.prose.starts_with("The user asked"), "{}", s.prose);
+}
+
+#[test]
+fn an_action_for_you_cites_the_turn_of_the_person_addressed() {
+    let turns = [
+        said(
+            1,
+            "raj",
+            "Welcome, today we review the quarterly audit preparation.",
+        ),
+        said(2, "ana", "The auditors asked for the ledger exports."),
+        said(
+            3,
+            "raj",
+            "You should send the ledger exports to the auditors by Friday.",
+        ),
+    ];
+    let s = summary(&turns);
+    let a = s
+        .pending_actions
+        .iter()
+        .find(|a| a.action.contains("ledger exports"))
+        .unwrap_or_else(|| panic!("{:#?}", s.pending_actions));
+    assert_eq!(a.owner, "ana");
+    assert_eq!(a.evidence_seqs, [3, 2], "the origin first, then ana's turn");
+    let cited: BTreeMap<u64, Turn> = turns.iter().map(|t| (t.seq, t.clone())).collect();
+    assert_eq!(crate::summarize::validate::validate(&s, &cited, 3), Ok(()));
+}

@@ -45,6 +45,7 @@ mod tests;
 mod tools;
 mod topics;
 
+pub use self::render::prose;
 use self::topics::{topic_turn, OpenTopic};
 
 /// Bytes of a turn's content that are analysed; the rest is skipped and
@@ -270,7 +271,7 @@ impl FoldState {
                     self.proposal = rules::closing_proposal(text, &texts).map(|p| Proposal {
                         seq: turn.seq,
                         speaker: speaker.clone(),
-                        text: rules::clip(rules::trim_filler(p), rules::MAX_ITEM_CHARS),
+                        text: rules::item_text(p),
                         conv_index: self.conv_index,
                     });
                 }
@@ -416,6 +417,7 @@ impl FoldState {
                 } else {
                     clause
                 };
+                let owner_seq = self.addressee_seq(&cue.owner, speaker);
                 let owner = self.owner_name(cue.owner, speaker);
                 let stated = in_turn.get_or_insert_with(|| rules::deadlines(text, time));
                 let deadline = [clause, c.text]
@@ -431,7 +433,7 @@ impl FoldState {
                 // An agent's commitment right after a tool failed is most
                 // likely the retry: that tool's next success completes it.
                 let retry_of = self.last_failed_tool.clone().filter(|_| owner == speaker);
-                let action = rules::clip(rules::trim_filler(item_text), rules::MAX_ITEM_CHARS);
+                let action = rules::item_text(item_text);
                 self.add_action(
                     PendingAction {
                         action,
@@ -440,7 +442,8 @@ impl FoldState {
                         status: ActionStatus::Pending,
                         depends_on,
                         priority: turn_priority,
-                        evidence_seqs: vec![seq],
+                        // The origin first; then the addressee's turn.
+                        evidence_seqs: std::iter::once(seq).chain(owner_seq).collect(),
                         requires_human_review: false,
                     },
                     retry_of,
@@ -463,7 +466,7 @@ impl FoldState {
                     }
                     _ => c.text,
                 };
-                let question = rules::clip(rules::trim_filler(asked), rules::MAX_ITEM_CHARS);
+                let question = rules::item_text(asked);
                 self.add_question(seq, speaker, question);
             }
         }

@@ -98,6 +98,7 @@ impl FoldState {
             (Some(a), Some(b)) => b.saturating_sub(a).max(0),
             _ => 0,
         };
+        let missing_dependencies = self.missing_dependencies(&pending_actions);
         let mut summary = SessionSummary {
             user_intent,
             user_intent_seq,
@@ -111,7 +112,7 @@ impl FoldState {
             artifacts: self.artifacts.clone(),
             context_health: ContextHealth {
                 stale_artifacts: stale,
-                missing_dependencies: self.missing_dependencies(),
+                missing_dependencies,
                 budget_remaining_tokens: budget,
             },
             truncated,
@@ -286,16 +287,15 @@ impl FoldState {
         }
     }
 
-    /// Dependencies of open actions that nothing done satisfies: no DONE
-    /// action, completion statement, successful tool or artifact covers at
-    /// least half of the dependency's words (or names it).
-    pub(super) fn missing_dependencies(&self) -> Vec<String> {
+    /// Dependencies of the open actions the summary shows (`shown`) that
+    /// nothing done satisfies: no DONE action, completion statement,
+    /// successful tool or artifact covers at least half of the
+    /// dependency's words (or names it). Only shown actions count: a
+    /// dependency of an action ranked out is no dependency of any action
+    /// in the summary, which the validator refuses.
+    pub(super) fn missing_dependencies(&self, shown: &[PendingAction]) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for a in self
-            .actions
-            .iter()
-            .filter(|a| a.status != ActionStatus::Done)
-        {
+        for a in shown.iter().filter(|a| a.status != ActionStatus::Done) {
             for d in &a.depends_on {
                 let dw = rules::content_words(d);
                 let lower = d.to_lowercase();
@@ -354,10 +354,91 @@ impl FoldState {
     }
 }
 
+/// People a meeting's prose names: at most this many, then a count.
+const NAMED_IN_PROSE: usize = 4;
+
+/// Topic labels a meeting's prose names.
+const TOPICS_IN_PROSE: usize = 3;
+
+/// For a session among people (two or more human speakers, no assistant):
+/// who took part and what they talked about, instead of a "user" asking.
+/// It names the participants the summary's items cite (owners, askers,
+/// those who agreed or stated a fact: each speaks in, or is named by, a
+/// cited turn), most cited first, and counts the rest in words; then the
+/// main topic and the largest other ones.
+fn meeting_line(s: &SessionSummary) -> Option<String> {
+    let humans = s
+        .participants
+        .iter()
+        .filter(|p| p.role == Role::User)
+        .count();
+    if humans < 2 || s.participants.iter().any(|p| p.role == Role::Assistant) {
+        return None;
+    }
+    let mut cited: BTreeMap<&str, usize> = BTreeMap::new();
+    let speakers = s
+        .decisions
+        .iter()
+        .flat_map(|d| d.agreed_by.iter())
+        .chain(s.pending_actions.iter().map(|a| &a.owner))
+        .chain(s.open_questions.iter().map(|q| &q.asked_by))
+        .chain(s.key_facts.iter().map(|f| &f.stated_by));
+    for name in speakers {
+        if s.participants.iter().any(|p| p.speaker == *name) {
+            *cited.entry(name.as_str()).or_default() += 1;
+        }
+    }
+    let mut named: Vec<(&str, usize)> = cited.into_iter().collect();
+    named.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    named.truncate(NAMED_IN_PROSE);
+    let mut names: Vec<String> = named.iter().map(|(n, _)| n.to_string()).collect();
+    let others = humans.saturating_sub(names.len()) as u64;
+    let kind = if humans == 2 {
+        "Conversation between"
+    } else {
+        "Meeting of"
+    };
+    let who = if names.is_empty() {
+        format!("{} people", rules::number_words(humans as u64))
+    } else {
+        if others > 0 {
+            names.push(format!(
+                "{} {}",
+                rules::number_words(others),
+                if others == 1 { "other" } else { "others" }
+            ));
+        }
+        match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.concat(),
+        }
+    };
+    let mut topics: Vec<&str> = Vec::new();
+    if !s.topic.is_empty() {
+        topics.push(&s.topic);
+    }
+    let mut by_size: Vec<&TopicSegment> = s.topics.iter().collect();
+    by_size.sort_by_key(|t| std::cmp::Reverse(t.last_seq - t.first_seq.min(t.last_seq)));
+    for t in by_size {
+        if topics.len() >= TOPICS_IN_PROSE {
+            break;
+        }
+        if !t.topic.is_empty() && !topics.contains(&t.topic.as_str()) {
+            topics.push(&t.topic);
+        }
+    }
+    let about = if topics.is_empty() {
+        String::new()
+    } else {
+        format!(" about {}", topics.join("; "))
+    };
+    Some(format!("{kind} {who}{about}."))
+}
+
 /// One to three sentences built only from the summary's items: the user's
-/// intent (quoted), counts (in words, so no number appears that no turn
+/// intent (quoted), or for a meeting who took part and its topics; counts (in words, so no number appears that no turn
 /// contains) and the most pressing open action or question (quoted).
-pub(super) fn prose(s: &SessionSummary) -> String {
+pub fn prose(s: &SessionSummary) -> String {
     // Quotes end the sentence themselves when they end with a mark.
     let quoted = |text: &str| {
         let q = rules::clip(text, 200);
@@ -369,7 +450,9 @@ pub(super) fn prose(s: &SessionSummary) -> String {
         format!("\"{q}\"{end}")
     };
     let mut out: Vec<String> = Vec::new();
-    if !s.user_intent.is_empty() {
+    if let Some(meeting) = meeting_line(s) {
+        out.push(meeting);
+    } else if !s.user_intent.is_empty() {
         out.push(format!("The user asked: {}", quoted(&s.user_intent)));
     }
     let open = s

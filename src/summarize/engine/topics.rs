@@ -218,7 +218,8 @@ pub(super) fn topic_turn(
     let mut words: Vec<(String, String)> = Vec::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
     for c in sentences {
-        for w in rules::words(c.text) {
+        // Markers ("<unintelligible/>", "{vocalsound}") name no topic.
+        for w in rules::words(&rules::strip_markers(c.text)) {
             if rules::is_stopword(&w)
                 || w.chars().count() < 3
                 || w.chars().any(|c| c.is_ascii_digit())
@@ -240,7 +241,7 @@ pub(super) fn topic_turn(
             best = Some(c);
         }
     }
-    let key_point = best.map(|c| rules::clip(rules::trim_filler(c.text), rules::MAX_ITEM_CHARS));
+    let key_point = best.map(|c| rules::item_text(c.text));
     TopicTurn {
         seq,
         words,

@@ -21,8 +21,26 @@ pub enum OwnerCue {
 /// Verbs of a request that asks for information, not work: "can you tell
 /// me…?" is a question; "can you send the file?" is an action.
 pub(crate) const INFO_VERBS: &[&str] = &[
-    "tell", "give", "confirm", "provide", "share", "clarify", "explain", "describe", "specify",
-    "remind", "advise", "let", "repeat", "spell", "help", "say", "answer",
+    "tell",
+    "give",
+    "confirm",
+    "provide",
+    "share",
+    "clarify",
+    "explain",
+    "describe",
+    "specify",
+    "remind",
+    "advise",
+    "let",
+    "repeat",
+    "spell",
+    "help",
+    "say",
+    "answer",
+    "expand",
+    "elaborate",
+    "comment",
 ];
 
 /// Verbs after "please" that ask for patience, not work.
@@ -33,6 +51,16 @@ pub(crate) const NON_TASK_VERBS: &[&str] = &[
 
 /// Words that start sentences with a comma but are not names.
 pub(crate) const DISCOURSE_WORDS: &[&str] = &[
+    "although",
+    "though",
+    "since",
+    "because",
+    "while",
+    "whereas",
+    "anyway",
+    "besides",
+    "meanwhile",
+    "therefore",
     "yes",
     "no",
     "ok",
@@ -218,7 +246,24 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
             let capitalized = body
                 .trim_start_matches(|c: char| !c.is_alphanumeric())
                 .starts_with(char::is_uppercase);
+            // A bare verb after a name addresses one person by one
+            // name: a capitalized phrase ("Ninja Homer, made in Japan")
+            // or a count ("Six, seven, eight") before a comma is no
+            // vocative.
+            let one_name = named.is_some_and(|n| n.split_whitespace().count() == 1);
+            // "Insertions, deletions, or…", "LDA , neural nets , they're
+            // good": a list, not an address.
+            let listed = body
+                .split(',')
+                .next()
+                .is_some_and(|head| head.split_whitespace().count() <= 2 && body.contains(','));
             if is_stopword(first)
+                || !one_name
+                || listed
+                || DISCOURSE_WORDS.contains(&first)
+                || is_adverb(first)
+                || is_number_word(first)
+                || named.is_some_and(|n| is_number_word(&n.to_lowercase()))
                 || first.ends_with("ing")
                 || first.ends_with("ed")
                 || is_empty_word(first)

@@ -17,6 +17,7 @@ mod completion;
 mod dates;
 mod decisions;
 mod entities;
+mod markers;
 mod noise;
 mod numbers;
 mod proposals;
@@ -36,6 +37,7 @@ pub use self::completion::*;
 pub use self::dates::*;
 pub use self::decisions::*;
 pub use self::entities::*;
+pub use self::markers::*;
 pub use self::noise::*;
 pub use self::numbers::*;
 pub use self::proposals::*;
@@ -55,6 +57,13 @@ use crate::model::{Turn, UnixNanos};
 /// Longest item text (fact, key point, decision...) in characters; longer
 /// sentences are cut at a word boundary (see [`clip`]).
 pub const MAX_ITEM_CHARS: usize = 300;
+
+/// The text of an item cut from `sentence`: without transcription markers
+/// (see [`without_markers`]), without leading filler, clipped to
+/// [`MAX_ITEM_CHARS`].
+pub fn item_text(sentence: &str) -> String {
+    clip(trim_filler(&without_markers(sentence)), MAX_ITEM_CHARS)
+}
 
 /// Metadata key of a client annotation (`decision`, `pending_action`,
 /// `open_question`, `fact`); annotations win over heuristics.

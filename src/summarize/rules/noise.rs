@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 
 use super::dates::WEEKDAYS;
 use super::entities::month_number;
+use super::markers::strip_markers;
+use super::numbers::is_number_word;
 use super::text::{content_words, is_stopword, stem, Norm};
 
 /// Words that carry no content in speech: backchannels, interjections,
@@ -200,23 +202,6 @@ const META_TALK: &[&str] = &[
     "feel free to",
 ];
 
-/// `text` without transcription markers: `<laugh/>`, `<unintelligible/>`,
-/// `{vocalsound}`, `{disfmarker}`, `[noise]`-style tags.
-pub fn strip_markers(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut depth: Option<char> = None;
-    for c in text.chars() {
-        match (depth, c) {
-            (None, '<') => depth = Some('>'),
-            (None, '{') => depth = Some('}'),
-            (Some(close), c) if c == close => depth = None,
-            (Some(_), _) => {}
-            (None, c) => out.push(c),
-        }
-    }
-    out
-}
-
 /// The content words that carry substance in speech (no stopwords, no
 /// backchannels, fillers or social words).
 fn substance(cleaned: &str) -> Vec<String> {
@@ -269,6 +254,12 @@ pub fn is_person_name(name: &str) -> bool {
                 // but names nobody.
                 && !w.ends_with('-')
                 && !is_adverb(&lower)
+                // "Six, seven, eight…": a count names nobody.
+                && !is_number_word(&lower)
+                // "Mmm", "Hmm": no vowel, an interjection; "LDA", "ASR":
+                // capitals, an acronym.
+                && lower.chars().any(|c| "aeiouyáéíóúäëïöü".contains(c))
+                && !(w.chars().count() >= 2 && w.chars().all(|c| c.is_uppercase()))
         })
 }
 
@@ -280,7 +271,7 @@ const ADVERB_ENDINGS: &[&str] = &[
 ];
 
 /// Whether `lower` reads as a "-ly" adverb ("definitely", "basically").
-fn is_adverb(lower: &str) -> bool {
+pub(crate) fn is_adverb(lower: &str) -> bool {
     lower.len() > 6 && ADVERB_ENDINGS.iter().any(|e| lower.ends_with(e))
 }
 
@@ -317,6 +308,134 @@ fn moves_the_meeting(n: &Norm, substance: usize) -> bool {
     MEETING_MOVES.contains(&n.words[v].as_str())
         && !chooses
         && (substance <= 4 || n.has_any(&["the call", "the meeting", "sake of time"]))
+}
+
+/// First-person openings of a sentence that announces what the speaker
+/// does next in the meeting.
+const NARRATORS: &[&str] = &[
+    "i'll",
+    "i will",
+    "we'll",
+    "we will",
+    "i'm going to",
+    "i am going to",
+    "we're going to",
+    "let me",
+    "let's",
+    "let us",
+    "i would like to",
+    "i'd like to",
+];
+
+/// Adverbs between the opening and its verb ("now first I'll", "I'll just").
+const NARRATION_ADVERBS: &[&str] = &[
+    "first", "firstly", "now", "then", "just", "quickly", "briefly", "also", "maybe",
+];
+
+/// Verbs of the meeting's own conduct, each with the words of which one
+/// must follow within four words (empty: any): "First I will introduce
+/// myself", "I'll tell you a little bit about the setting", "I'll start
+/// with the presentation kick off".
+const NARRATION_VERBS: &[(&str, &[&str])] = &[
+    ("introduce", &[]),
+    ("introducing", &[]),
+    ("tell", &["you", "little", "bit", "few", "us"]),
+    ("say", &["few", "little", "bit", "words"]),
+    ("talk", &["little", "bit", "about"]),
+    (
+        "present",
+        &["myself", "ourselves", "presentation", "agenda", "slides"],
+    ),
+    ("show", &["you", "slides", "slide", "screen"]),
+    (
+        "start",
+        &[
+            "presentation",
+            "agenda",
+            "meeting",
+            "introductions",
+            "round",
+            "kick",
+        ],
+    ),
+    (
+        "begin",
+        &[
+            "presentation",
+            "agenda",
+            "meeting",
+            "introductions",
+            "round",
+        ],
+    ),
+    ("kick", &["off"]),
+    ("open", &["meeting"]),
+    (
+        "go",
+        &["agenda", "through", "next", "over", "questions", "item"],
+    ),
+    ("move", &["next", "on", "agenda", "questions", "item"]),
+    ("back", &["up"]),
+    ("give", &["floor", "overview", "word"]),
+    ("hand", &["over"]),
+    ("pass", &["over", "floor", "word"]),
+    ("summarise", &["meeting", "discussion"]),
+    ("summarize", &["meeting", "discussion"]),
+];
+
+/// Words that put a sentence's work after the meeting: then it is work,
+/// not narration ("I'll present the results at the review next week").
+const LATER: &[&str] = &[
+    "tomorrow",
+    "next",
+    "week",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "deadline",
+    "later",
+    "after",
+];
+
+/// Whether a short first-person sentence narrates the meeting itself (an
+/// agenda step, an introduction, the presenter's next move) rather than
+/// committing to work: an opening of [`NARRATORS`], adverbs, then a verb
+/// of [`NARRATION_VERBS`] with one of its words after it; at most five
+/// words of substance and no word of [`LATER`].
+fn narrates_the_meeting(n: &Norm, substance: usize) -> bool {
+    if substance > 5 || n.words.iter().any(|w| LATER.contains(&w.as_str())) {
+        return false;
+    }
+    let Some(at) = NARRATORS
+        .iter()
+        .filter_map(|p| n.find(p).map(|i| (i, p)))
+        .min()
+    else {
+        return false;
+    };
+    let after = at.0 + at.1.split(' ').count();
+    let Some(mut v) = (after.min(n.words.len())..n.words.len())
+        .find(|&i| !NARRATION_ADVERBS.contains(&n.words[i].as_str()))
+    else {
+        return false;
+    };
+    // "I'll start by introducing myself": the verb after "by".
+    if matches!(n.words[v].as_str(), "start" | "begin")
+        && n.words.get(v + 1).is_some_and(|w| w == "by")
+        && v + 2 < n.words.len()
+    {
+        v += 2;
+    }
+    let verb = n.words[v].as_str();
+    NARRATION_VERBS
+        .iter()
+        .find(|(x, _)| *x == verb)
+        .is_some_and(|(_, things)| {
+            let next = &n.words[v + 1..(v + 5).min(n.words.len())];
+            things.is_empty() || next.iter().any(|w| things.contains(&w.as_str()))
+        })
 }
 
 /// Verbs that work the call's controls rather than its subject, each with
@@ -408,7 +527,10 @@ pub fn is_noise(sentence: &str) -> bool {
     if content.len() <= 3 && META_TALK.iter().any(|m| n.has(m)) {
         return true;
     }
-    if moves_the_meeting(&n, content.len()) || works_the_call(&n) {
+    if moves_the_meeting(&n, content.len())
+        || works_the_call(&n)
+        || narrates_the_meeting(&n, content.len())
+    {
         return true;
     }
     if content.len() < 2 {
@@ -584,6 +706,50 @@ mod tests {
 
     #[test]
     fn markers_are_stripped() {
-        assert_eq!(strip_markers("a <laugh/> b {vocalsound} c"), "a  b  c");
+        assert_eq!(strip_markers("a <laugh/> b {vocalsound} c"), "a   b   c");
+    }
+
+    #[test]
+    fn narration_of_the_meeting_is_noise() {
+        // Held-out report (product-design meetings) and QMSum Academic.
+        for s in [
+            "First I will introduce myself.",
+            "Now first I'll tell you a little bit about the setting.",
+            "I'll start with the presentation kick off.",
+            "So let's start with the presentation.",
+            "Okay, I'll start by introducing myself.",
+            "I'm going to tell you a bit about the project.",
+            "Let me just give you an overview.",
+            // QMSum Committee and Academic.
+            "If it's okay with you, we'll move straight to questions, and Julie Morgan.",
+            "L let me just back up this to make a a brief comment about the meeting.",
+        ] {
+            assert!(is_noise(s), "{s:?} is narration");
+        }
+    }
+
+    #[test]
+    fn work_said_like_narration_stays() {
+        for s in [
+            "I'll present the results at the review next week.",
+            "I will introduce the new billing API to the client team tomorrow.",
+            "I'll tell the vendor that we need the invoices corrected.",
+            "Let's start with a 30-day pilot in cardiology.",
+            "I'll show the prototype to the marketing department after the meeting.",
+            "We'll move the servers to the new data centre.",
+            "I'll make a comment in the pull request about the retry logic.",
+        ] {
+            assert!(!is_noise(s), "{s:?} is work");
+        }
+    }
+
+    #[test]
+    fn counts_and_capitalized_phrases_are_no_names() {
+        for n in ["Six", "Twenty-one", "Tenth", "First", "Mmm", "LDA"] {
+            assert!(!is_person_name(n), "{n}");
+        }
+        for n in ["Marco", "Sally", "Ana Lee", "[PERSON3]"] {
+            assert!(is_person_name(n), "{n}");
+        }
     }
 }

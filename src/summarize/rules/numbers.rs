@@ -61,3 +61,71 @@ pub fn number_words(n: u64) -> String {
         _ => "over a million".to_string(),
     }
 }
+
+/// Whether `lower` (one lower-case word) is a number word: a cardinal
+/// ("six", "twenty", "hundred"), an ordinal ("first", "tenth") or a
+/// count word ("dozen", "twice"). Such a word names nobody ("Six, seven,
+/// eight, nine, ten.").
+pub fn is_number_word(lower: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+        "thirty",
+        "forty",
+        "fifty",
+        "sixty",
+        "seventy",
+        "eighty",
+        "ninety",
+        "hundred",
+        "thousand",
+        "million",
+        "billion",
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+        "eleventh",
+        "twelfth",
+        "hundredth",
+        "thousandth",
+        "dozen",
+        "dozens",
+        "once",
+        "twice",
+        "half",
+        "quarter",
+        "zeroth",
+        "last",
+    ];
+    let lower = lower.trim_matches(|c: char| !c.is_alphanumeric());
+    WORDS.contains(&lower)
+        // "twenty-one", "thirty-second", "twentieth".
+        || lower.split('-').count() == 2 && lower.split('-').all(is_number_word)
+        || lower.ends_with("ieth") && WORDS.contains(&format!("{}y", &lower[..lower.len() - 4]).as_str())
+}

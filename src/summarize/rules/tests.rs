@@ -199,6 +199,11 @@ fn actions_and_owners() {
         Some(OwnerCue::Addressee)
     );
     assert_eq!(o("Can you tell me your order number?"), None);
+    // A committee asking a witness to say more asks for information.
+    assert_eq!(
+        o("Can you expand on those concerns for the committee?"),
+        None
+    );
     assert_eq!(o("I won't be able to do that."), None);
     assert_eq!(o("Will do."), None);
     assert_eq!(o("Please let me know."), None);
@@ -224,6 +229,52 @@ fn actions_and_owners() {
         vec!["Red, green, and blue."]
     );
     assert!(is_acceptance("On it!"));
+}
+
+#[test]
+fn owners_are_people_not_counts_or_phrases() {
+    // Held-out report: product-design meetings whose speakers are roles.
+    let p = names(&["Project Manager", "Marketing", "Industrial Designer"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    for s in [
+        "Six, seven, eight, nine, ten.",
+        "Ninja Homer, made in Japan.",
+        "Ninja Homer, sell it in Europe.",
+        "Twenty, twenty-five euros.",
+        // QMSum (Academic): lists, a conjunction, an acronym.
+        "Situation , user , d ontology .",
+        "Insertions, deletions, or the the giving a relative importance of the parameters.",
+        "LDA , neural nets , they 're good .",
+        "Although, obviously th so so that does suggest that it 's quite redundant.",
+    ] {
+        assert!(
+            !matches!(o(s), Some(OwnerCue::Named(_))),
+            "{s:?}: {:?}",
+            o(s)
+        );
+    }
+    // A person the turn addresses stays an owner (QMSum's spacing too).
+    assert_eq!(
+        o("Morgan , can you talk to our lawyer about it , and find out what the status is on this ?"),
+        Some(OwnerCue::Named("Morgan".into()))
+    );
+    assert_eq!(
+        o("Marco, please prepare the budget sheet."),
+        Some(OwnerCue::Named("Marco".into()))
+    );
+    assert_eq!(
+        o("Ana Lee, can you send the drawings?"),
+        Some(OwnerCue::Named("Ana Lee".into()))
+    );
+    assert_eq!(
+        o("Raj, add the index by Thursday."),
+        Some(OwnerCue::Named("Raj".into()))
+    );
+    // A speaker of the session named as the subject.
+    assert_eq!(
+        o("Marketing will send the survey results."),
+        Some(OwnerCue::Named("Marketing".into()))
+    );
 }
 
 #[test]
