@@ -3,9 +3,11 @@
 //! Errors print one line (gRPC status and message) and exit non-zero.
 
 mod admin;
+mod audit;
 mod json;
 mod knowledge;
 mod mcp;
+mod pipe;
 mod serve;
 mod sessions;
 mod turns_file;
@@ -160,6 +162,9 @@ enum Command {
     /// Serve a daemon's memory as MCP tools (Model Context Protocol), over
     /// stdio or Streamable HTTP, for agents and MCP hosts.
     Mcp(mcp::McpArgs),
+    /// Print a session's audit log: who wrote or tried each summary, every
+    /// model call's status, tokens, time and error, fallbacks and reviews.
+    Audit(audit::AuditArgs),
     /// List a session's turns, oldest first.
     Turns {
         #[command(flatten)]
@@ -275,6 +280,9 @@ enum RoleArg {
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
+        pipe::end_quietly_on_broken_pipe();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -305,6 +313,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Action(args) => knowledge::action(args).await,
         Command::Key(cmd) => admin::key(cmd),
         Command::Mcp(args) => mcp::mcp(args).await,
+        Command::Audit(args) => audit::audit(args).await,
         Command::Export(args) => blocking(move || admin::export(args)).await,
         Command::Import(args) => blocking(move || admin::import(args)).await,
         Command::Verify(args) => blocking(move || admin::verify(args)).await,
@@ -584,15 +593,31 @@ async fn print_summary(
     };
     let r = c
         .get_summary(pb::GetSummaryRequest {
-            namespace: target.namespace,
-            session_id: target.session,
+            namespace: target.namespace.clone(),
+            session_id: target.session.clone(),
             version,
             format: format as i32,
         })
         .await
         .map_err(status_line)?
         .into_inner();
-    println!("{}", r.rendered);
+    // Who wrote it (the rules, a model, a model with the rules' floor, a
+    // fallback), from the attempt that stored it.
+    let stored = r.summary.as_ref().map_or(version, |s| s.version);
+    let writer = audit::writer_of(c, &target, stored)
+        .await?
+        .unwrap_or_else(|| "unknown".to_owned());
+    if json {
+        let mut v: serde_json::Value = serde_json::from_str(&r.rendered)
+            .map_err(|e| format!("the daemon's JSON summary does not parse: {e}"))?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("written_by".into(), serde_json::Value::String(writer));
+        }
+        println!("{v:#}");
+    } else {
+        println!("{}", r.rendered);
+        println!("_Written by {writer}._");
+    }
     Ok(())
 }
 

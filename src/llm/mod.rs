@@ -10,9 +10,10 @@
 //! `config` and `tokens`.
 
 mod client;
+pub mod floor;
 pub mod prompt;
 pub mod redact;
 mod summarizer;
 
-pub use self::client::{CallError, Completion};
+pub use self::client::{CallError, CallRecord, Completion, Form};
 pub use self::summarizer::{ModelStats, ModelSummarizer, FORMAT, NAME};

@@ -6,6 +6,8 @@
 //! - **Deadlines**: a request runs at most the smaller of the server's
 //!   `request_timeout_secs` and the client's `grpc-timeout`; past it the
 //!   caller gets DEADLINE_EXCEEDED (tonic's own timeout says CANCELLED).
+//!   A method whose work has a longer budget of its own (Summarize while a
+//!   model writes summaries) gets that instead of `request_timeout_secs`.
 //! - **Panics**: a panic in a handler becomes INTERNAL for that request and
 //!   an error in the log; the daemon and every other request carry on.
 //!
@@ -32,6 +34,8 @@ pub struct GuardLayer {
     permits: Arc<Semaphore>,
     limit: usize,
     max_time: Duration,
+    /// Methods (gRPC paths) with a server limit of their own.
+    longer: Arc<Vec<(String, Duration)>>,
 }
 
 impl GuardLayer {
@@ -41,7 +45,16 @@ impl GuardLayer {
             permits: Arc::new(Semaphore::new(limit)),
             limit,
             max_time,
+            longer: Arc::new(Vec::new()),
         }
+    }
+
+    /// Gives requests to `path` (`/package.Service/Method`) `max_time`
+    /// instead, when that is longer.
+    pub fn with_limit_for(mut self, path: &str, max_time: Duration) -> Self {
+        let max_time = max_time.max(self.max_time);
+        Arc::make_mut(&mut self.longer).push((path.to_owned(), max_time));
+        self
     }
 }
 
@@ -91,8 +104,13 @@ where
                 ))))
             });
         };
-        let max_time = client_timeout(req.headers())
-            .map_or(self.guard.max_time, |t| t.min(self.guard.max_time));
+        let server_max = self
+            .guard
+            .longer
+            .iter()
+            .find(|(p, _)| p == req.uri().path())
+            .map_or(self.guard.max_time, |(_, t)| *t);
+        let max_time = client_timeout(req.headers()).map_or(server_max, |t| t.min(server_max));
         let path = req.uri().path().to_owned();
         // The service that was polled ready serves this request; its clone
         // waits for the next.
