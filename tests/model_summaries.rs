@@ -74,7 +74,11 @@ async fn models(State(s): State<Script>) -> Response {
         .iter()
         .map(|n| json!({"id": n, "object": "model"}))
         .collect();
-    axum::Json(json!({"object": "list", "data": data})).into_response()
+    (
+        [("content-type", "application/json")],
+        json!({"object": "list", "data": data}).to_string(),
+    )
+        .into_response()
 }
 
 fn completion(content: String, finish: &str) -> Response {
