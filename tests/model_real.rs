@@ -313,15 +313,20 @@ async fn real_models_summarize_within_bounds_above_the_rules_floor() {
             summarizer: SummarizerKind::Model,
             url: llama.url.clone(),
             name: m.name.clone(),
-            timeout_secs: 150,
-            retry_budget_secs: 300,
-            max_output_tokens: 384,
+            // Small models on two shared cores: a few tokens a second
+            // under a schema grammar, so short answers and long limits.
+            timeout_secs: 120,
+            retry_budget_secs: 240,
+            max_output_tokens: 128,
             system_role: m.system_role,
             ..ModelConfig::default()
         };
         let server = TestServer::start_with(config).await;
         let mut c = server.client().await;
-        for (i, (id, floor)) in floors.iter().enumerate() {
+        // The first model gets both sessions, the others the flight one
+        // (CI time).
+        let sessions = if std::ptr::eq(m, &models[0]) { 2 } else { 1 };
+        for (i, (id, floor)) in floors.iter().enumerate().take(sessions) {
             create_session(&mut c, "ns", id).await;
             let turns = if i == 0 { flight_change() } else { meeting() };
             c.append_turns(append_req("ns", id, turns)).await.unwrap();
@@ -412,16 +417,16 @@ async fn real_models_summarize_within_bounds_above_the_rules_floor() {
         llama.kill();
         c.append_turns(append_req(
             "ns",
-            "meeting",
+            "flight",
             vec![user_turn(
-                "Chen will also book the launch venue by 2027-01-10.",
+                "Please also add a vegetarian meal to booking ABC123.",
             )],
         ))
         .await
         .unwrap();
-        let (s, _) = summarize(&mut c, "meeting").await;
-        assert!(s.covers_through_seq >= 7);
-        let audit = common::audit_log(&mut c, "ns", "meeting")
+        let (s, _) = summarize(&mut c, "flight").await;
+        assert!(s.covers_through_seq >= 8);
+        let audit = common::audit_log(&mut c, "ns", "flight")
             .await
             .pop()
             .unwrap();

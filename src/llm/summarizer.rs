@@ -81,6 +81,25 @@ enum Outcome {
     Interrupted,
 }
 
+/// Most audit notes one fold leaves (a long backlog sent in many chunks
+/// keeps its first and last calls' records).
+const MAX_NOTES: usize = 60;
+
+/// `notes` within [`MAX_NOTES`]: the first two thirds and the last third,
+/// with a line counting what was left out between them.
+fn bounded(mut notes: Vec<String>) -> Vec<String> {
+    if notes.len() <= MAX_NOTES {
+        return notes;
+    }
+    let (head, tail) = (MAX_NOTES * 2 / 3, MAX_NOTES / 3 - 1);
+    let cut = notes.len() - head - tail;
+    notes.splice(
+        head..head + cut,
+        [format!("… {cut} more model notes of this summary left out")],
+    );
+    notes
+}
+
 /// Cut-off answers one fold answers by halving the turns sent.
 const MAX_CUT_OFFS: usize = 2;
 
@@ -116,7 +135,7 @@ impl ModelSummarizer {
         runtime.spawn(async move {
             let name = c.model().to_owned();
             match c.listed_models().await {
-                Ok(names) if names.iter().any(|n| *n == name) => {
+                Ok(names) if names.contains(&name) => {
                     tracing::info!(model = %name, "the model server lists the model");
                 }
                 Ok(names) => {
@@ -311,7 +330,7 @@ impl ModelSummarizer {
             };
             let checked = restored
                 .and_then(|text| {
-                    serde_json::from_str::<ModelItems>(json_of(&text)).map_err(|e| {
+                    serde_json::from_str::<ModelItems>(&plain_json(json_of(&text))).map_err(|e| {
                         format!("the answer is not the JSON object the schema describes: {e}")
                     })
                 })
@@ -353,12 +372,12 @@ impl ModelSummarizer {
         Ok(Folded {
             state: Self::encode(rules_out.state, None)?,
             summary: rules_out.summary,
+            notes: bounded(notes),
             label: Some(format!(
                 "{} (fallback from model:{}: {why})",
                 self.rules.label(),
                 self.client.model()
             )),
-            notes,
         })
     }
 
@@ -439,7 +458,7 @@ impl ModelSummarizer {
             state: Self::encode(rules_out.state, Some(&so_far))?,
             summary,
             label: Some(label),
-            notes,
+            notes: bounded(notes),
         })
     }
 }
@@ -450,6 +469,20 @@ fn json_of(text: &str) -> &str {
     match (text.find('{'), text.rfind('}')) {
         (Some(a), Some(b)) if a < b => &text[a..=b],
         _ => text,
+    }
+}
+
+/// `text` with raw control characters (a line break inside a string,
+/// which grammar-constrained small models write and JSON forbids) as
+/// spaces; between tokens they were whitespace anyway.
+fn plain_json(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect::<String>()
+            .into()
+    } else {
+        text.into()
     }
 }
 
@@ -529,5 +562,30 @@ impl Summarizer for ModelSummarizer {
                 vec!["model_fallback: the model's summary was refused twice by validation".into()],
             )
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_folds_notes_keep_their_first_and_last_calls() {
+        let notes: Vec<String> = (0..500).map(|i| format!("call {i}")).collect();
+        let kept = bounded(notes);
+        assert_eq!(kept.len(), MAX_NOTES);
+        assert_eq!(kept[0], "call 0");
+        assert_eq!(kept.last().unwrap(), "call 499");
+        assert!(kept.iter().any(|n| n.contains("more model notes")));
+        let few: Vec<String> = (0..3).map(|i| i.to_string()).collect();
+        assert_eq!(bounded(few.clone()), few);
+    }
+
+    #[test]
+    fn a_line_break_inside_a_string_still_parses() {
+        let answer = "{\"user_intent\": \"move the\nflight\", \"user_intent_turn\": 1, \"decisions\": [],\n \"pending_actions\": [], \"open_questions\": [], \"key_facts\": [], \"conflicts\": [], \"prose\": \"x\"}";
+        assert!(serde_json::from_str::<ModelItems>(answer).is_err());
+        let items: ModelItems = serde_json::from_str(&plain_json(answer)).unwrap();
+        assert_eq!(items.user_intent, "move the flight");
     }
 }
