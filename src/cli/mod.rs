@@ -604,8 +604,12 @@ async fn print_summary(
     // Who wrote it (the rules, a model, a model with the rules' floor, a
     // fallback), from the attempt that stored it.
     let stored = r.summary.as_ref().map_or(version, |s| s.version);
+    // A key that may read summaries but not the audit log still gets the
+    // summary: the writer is then "unknown".
     let writer = audit::writer_of(c, &target, stored)
-        .await?
+        .await
+        .ok()
+        .flatten()
         .unwrap_or_else(|| "unknown".to_owned());
     if json {
         let mut v: serde_json::Value = serde_json::from_str(&r.rendered)
