@@ -4,7 +4,8 @@
 //! after; the pipeline's faithfulness validator gates every answer, with
 //! one retry carrying the violations and the rule-based summary as the
 //! fallback; the tool log, errors and citations always come from the
-//! turns. Off by default: the daemon needs no network.
+//! turns, and what the rules found with evidence is the floor of every
+//! model summary. Off by default: the daemon needs no network.
 //!
 //! Imports `summarize` (the trait, the rules, nothing else), `model`,
 //! `config` and `tokens`.

@@ -6,6 +6,12 @@
 //! it returns; on failure it asks [`Summarizer::retry`] once with the
 //! violations, then takes [`Summarizer::fallback`] (the rules' summary).
 //!
+//! The rules are the floor (`floor`): what the rules found with evidence
+//! and the model left out is merged back. An empty, runaway or cut-off
+//! answer is never stored. All model work of one pipeline run shares one
+//! time budget, so a waiting Summarize's deadline follows from it. Every
+//! HTTP call leaves a note for the audit record.
+//!
 //! The fold state holds the rules' state and the model's last items, so a
 //! fold sends only the new turns with the summary so far.
 
