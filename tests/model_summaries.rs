@@ -1174,3 +1174,164 @@ async fn the_cli_names_the_writer_shows_the_audit_and_ends_quietly_on_a_closed_p
     }
     server.stop().await;
 }
+
+/// The target "no model summary with fewer evidenced items than the rules'
+/// fold of the same turns", measured over every dev conversation (the
+/// ELITR dev meetings and the BFCL memory dev sessions) with a model that
+/// answers every chunk with prose only (the forgetful extreme): each
+/// summary keeps every decision, open action and open question the rules
+/// found. Folds through the summarizer itself (the pipeline's validator is
+/// covered above), on a scripted server.
+#[test]
+fn the_rules_floor_holds_over_every_dev_conversation() {
+    use mnemo::llm::ModelSummarizer;
+    use mnemo::model::{now_nanos, ActionStatus, Role, SessionSummary, Trigger, Turn};
+    use mnemo::summarize::{RuleBased, Summarizer, SummaryContext};
+
+    #[derive(serde::Deserialize)]
+    struct Meetings {
+        meetings: Vec<Meeting>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meeting {
+        id: String,
+        turns: Vec<Said>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Said {
+        speaker: String,
+        content: String,
+        #[serde(default)]
+        role: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Memory {
+        subjects: Vec<Subject>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Subject {
+        sessions: Vec<Chat>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Chat {
+        session_id: String,
+        turns: Vec<Said>,
+    }
+    let read = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/tests/fixtures/{name}/dev.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let meetings: Meetings = serde_json::from_str(&read("meetings_elitr")).unwrap();
+    let memory: Memory = serde_json::from_str(&read("memory_bfcl")).unwrap();
+    let mut conversations: Vec<(String, Vec<Said>)> = meetings
+        .meetings
+        .into_iter()
+        .map(|m| (m.id, m.turns))
+        .collect();
+    conversations.extend(
+        memory
+            .subjects
+            .into_iter()
+            .flat_map(|s| s.sessions)
+            .map(|c| (c.session_id, c.turns)),
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let script = Script::default();
+    let prose = json!({
+        "user_intent": "", "user_intent_turn": 0, "decisions": [], "pending_actions": [],
+        "open_questions": [], "key_facts": [], "conflicts": [],
+        "prose": "The participants went through the agenda and talked about the next steps."
+    });
+    script
+        .answers
+        .lock()
+        .unwrap()
+        .extend((0..10_000).map(|_| Answer::Items(prose.clone())));
+    let url = rt.block_on(scripted(&script));
+    let config = ModelConfig {
+        summarizer: SummarizerKind::Model,
+        url,
+        name: "scripted".into(),
+        ..ModelConfig::default()
+    };
+    let model = ModelSummarizer::new(&config, rt.handle().clone()).unwrap();
+    let count = |s: &SessionSummary| {
+        [
+            s.decisions.len(),
+            s.pending_actions
+                .iter()
+                .filter(|a| a.status != ActionStatus::Done)
+                .count(),
+            s.open_questions.len(),
+        ]
+    };
+    let (mut kept, mut with_items) = (0, 0);
+    for (id, said) in &conversations {
+        let turns: Vec<Turn> = said
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Turn {
+                seq: i as u64 + 1,
+                role: if t.role == "assistant" {
+                    Role::Assistant
+                } else {
+                    Role::User
+                },
+                speaker: t.speaker.clone(),
+                content: t.content.clone(),
+                client_time: None,
+                server_time: 1_764_000_000_000_000_000 + i as i64 * 30_000_000_000,
+                tool_call: None,
+                metadata: Default::default(),
+                token_count: 0,
+            })
+            .collect();
+        let ctx = SummaryContext {
+            namespace: "ns".into(),
+            context_limit_tokens: 128_000,
+            bundle_tokens: 0,
+            trigger: Trigger::Requested,
+            version: 1,
+            now: now_nanos(),
+            high_risk: false,
+            wait_free: false,
+        };
+        let rules = RuleBased.fold(None, &turns, &ctx).unwrap().summary;
+        let out = model.fold(None, &turns, &ctx).unwrap();
+        assert!(
+            out.label
+                .as_deref()
+                .is_some_and(|l| l.starts_with("model:scripted")),
+            "{id}: {:?}",
+            out.label
+        );
+        let (got, floor) = (count(&out.summary), count(&rules));
+        assert!(
+            got.iter().zip(floor).all(|(g, f)| *g >= f),
+            "{id}: {got:?} below the rules' {floor:?}"
+        );
+        assert_eq!(out.summary.tool_calls.len(), rules.tool_calls.len());
+        // The prose is the model's.
+        assert!(out
+            .summary
+            .prose
+            .starts_with("The participants went through"));
+        kept += floor.iter().sum::<usize>();
+        with_items += usize::from(floor.iter().any(|&n| n > 0));
+    }
+    println!(
+        "{} dev conversations: 0 model summaries below the rules' floor; {kept} rules items in {with_items} of them kept in prose-only model summaries",
+        conversations.len()
+    );
+    assert!(conversations.len() > 3 && kept > 0);
+    drop(model);
+    rt.shutdown_background();
+}
