@@ -99,7 +99,11 @@ impl ModelConfig {
     /// when the rules write every summary.
     pub fn summarize_deadline(&self) -> Option<std::time::Duration> {
         (self.summarizer == SummarizerKind::Model).then(|| {
-            std::time::Duration::from_secs(2 * self.retry_budget_secs + SUMMARIZE_MARGIN_SECS)
+            std::time::Duration::from_secs(
+                self.retry_budget_secs
+                    .saturating_mul(2)
+                    .saturating_add(SUMMARIZE_MARGIN_SECS),
+            )
         })
     }
 
@@ -118,9 +122,12 @@ impl ModelConfig {
                 "model.name (--model-name, MNEMO_MODEL_NAME) is required when the summarizer is `model`",
             ));
         }
-        if self.timeout_secs == 0 || self.retry_budget_secs < self.timeout_secs {
+        if self.timeout_secs == 0
+            || self.retry_budget_secs < self.timeout_secs
+            || self.retry_budget_secs > 86_400
+        {
             return Err(Error::invalid(
-                "model.timeout_secs must be positive and model.retry_budget_secs at least as long",
+                "model.timeout_secs must be positive and model.retry_budget_secs at least as long, at most 86400",
             ));
         }
         if !(64..=131_072).contains(&self.max_output_tokens) {
@@ -143,5 +150,51 @@ impl ModelConfig {
             })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> ModelConfig {
+        ModelConfig {
+            summarizer: SummarizerKind::Model,
+            url: "http://127.0.0.1:8080".into(),
+            name: "m".into(),
+            ..ModelConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_summarize_deadline_follows_the_model_budget() {
+        assert_eq!(ModelConfig::default().summarize_deadline(), None);
+        assert_eq!(
+            model().summarize_deadline(),
+            Some(std::time::Duration::from_secs(
+                2 * 120 + SUMMARIZE_MARGIN_SECS
+            ))
+        );
+    }
+
+    #[test]
+    fn budgets_and_output_caps_are_bounded() {
+        assert!(model().validate().is_ok());
+        for bad in [
+            ModelConfig {
+                retry_budget_secs: 86_401,
+                ..model()
+            },
+            ModelConfig {
+                max_output_tokens: 10,
+                ..model()
+            },
+            ModelConfig {
+                max_output_tokens: 1_000_000,
+                ..model()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
     }
 }
