@@ -55,6 +55,20 @@ struct Script {
     bodies: Arc<Mutex<Vec<Value>>>,
     /// What `GET /v1/models` lists (default: `scripted`).
     models: Arc<Mutex<Option<Vec<String>>>>,
+    /// Hanging answers whose request was dropped by the client before the
+    /// hang ended (the connection closed: the server can stop).
+    abandoned: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts a hanging answer as abandoned when dropped before it is disarmed.
+struct Abandoned(Option<Arc<std::sync::atomic::AtomicUsize>>);
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(n) = self.0.take() {
+            n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
 }
 
 impl Script {
@@ -120,7 +134,9 @@ async fn complete(State(s): State<Script>, _h: HeaderMap, body: String) -> Respo
             return r;
         }
         Some(Answer::Hang(d)) => {
+            let mut guard = Abandoned(Some(s.abandoned.clone()));
             tokio::time::sleep(d).await;
+            guard.0 = None;
             return (StatusCode::INTERNAL_SERVER_ERROR, "late").into_response();
         }
         Some(Answer::NoSchema) => {
@@ -612,6 +628,16 @@ async fn a_hung_model_falls_back_and_never_blocks_appends_or_bundles() {
         "{}",
         audit.summarizer
     );
+    // Both abandoned calls were cancelled: their connections closed long
+    // before the server's 30 s hang would have ended.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while script.abandoned.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "an abandoned call was not cancelled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     server.stop().await;
 }
 
