@@ -247,6 +247,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_method_with_a_longer_budget_gets_it_and_only_it() {
+        fn medium(_: http::Request<Body>) -> BoxFuture<Result<http::Response<Body>, Status>> {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                Ok(http::Response::new(Body::empty()))
+            })
+        }
+        let guard = GuardLayer::new(4, Duration::from_millis(100))
+            .with_limit_for("/mnemo.v1.MemoryService/Summarize", Duration::from_secs(5));
+        let summarize = http::Request::builder()
+            .uri("/mnemo.v1.MemoryService/Summarize")
+            .body(Body::empty())
+            .unwrap();
+        let r = within(service(&guard, medium).oneshot(summarize))
+            .await
+            .unwrap();
+        assert_eq!(code(&r), None, "Summarize finished within its own limit");
+        let r = within(service(&guard, medium).oneshot(request(None)))
+            .await
+            .unwrap();
+        assert_eq!(code(&r), Some("4"), "other methods keep the generic limit");
+    }
+
+    #[tokio::test]
     async fn past_the_limit_requests_are_shed_at_once() {
         let guard = GuardLayer::new(2, Duration::from_secs(3600));
         let mut held = Vec::new();
