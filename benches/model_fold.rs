@@ -42,7 +42,8 @@ fn ctx() -> SummaryContext {
         bundle_tokens: 0,
         trigger: Trigger::EveryNTurns,
         version: 2,
-        now: 1_764_000_000_000_000_000,
+        // The run's start: the model's time budget counts from it.
+        now: mnemo::model::now_nanos(),
         high_risk: false,
         wait_free: false,
     }
@@ -114,12 +115,18 @@ fn main() {
         std::hint::black_box(rules.fold(Some(&rules_base), &new, &ctx).unwrap());
         let rules_took = t.elapsed();
         let t = Instant::now();
-        let out = model.fold(Some(&model_base), &new, &ctx).unwrap();
+        // Each fold is a run of its own (its time budget starts now).
+        let run = self::ctx();
+        let out = model.fold(Some(&model_base), &new, &run).unwrap();
         let model_took = t.elapsed();
-        assert_eq!(
-            out.label.as_deref(),
-            Some("model:scripted"),
-            "the model fold fell back"
+        // `model:scripted+rules`: the rules' floor kept what the scripted
+        // answer leaves out (part of the cost measured).
+        assert!(
+            out.label
+                .as_deref()
+                .is_some_and(|l| l.starts_with("model:scripted")),
+            "the model fold fell back: {:?}",
+            out.label
         );
         if i >= 10 {
             r.push(rules_took);

@@ -5,9 +5,11 @@
 mod admin;
 mod compact;
 mod inspect;
+mod audit;
 mod json;
 mod knowledge;
 mod mcp;
+mod pipe;
 mod serve;
 mod sessions;
 mod subject;
@@ -172,6 +174,9 @@ enum Command {
     /// Serve a web inspector for people: sessions, turns, summaries and
     /// the turns they cite, bundle previews, subjects, search, review.
     Inspect(inspect::InspectArgs),
+    /// Print a session's audit log: who wrote or tried each summary, every
+    /// model call's status, tokens, time and error, fallbacks and reviews.
+    Audit(audit::AuditArgs),
     /// List a session's turns, oldest first.
     Turns {
         #[command(flatten)]
@@ -287,6 +292,9 @@ enum RoleArg {
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
+        pipe::end_quietly_on_broken_pipe();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -320,6 +328,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Compact(args) => blocking(move || compact::compact(args)).await,
         Command::Mcp(args) => mcp::mcp(args).await,
         Command::Inspect(args) => inspect::inspect(args).await,
+        Command::Audit(args) => audit::audit(args).await,
         Command::Export(args) => blocking(move || admin::export(args)).await,
         Command::Import(args) => blocking(move || admin::import(args)).await,
         Command::Verify(args) => blocking(move || admin::verify(args)).await,
@@ -599,15 +608,35 @@ async fn print_summary(
     };
     let r = c
         .get_summary(pb::GetSummaryRequest {
-            namespace: target.namespace,
-            session_id: target.session,
+            namespace: target.namespace.clone(),
+            session_id: target.session.clone(),
             version,
             format: format as i32,
         })
         .await
         .map_err(status_line)?
         .into_inner();
-    println!("{}", r.rendered);
+    // Who wrote it (the rules, a model, a model with the rules' floor, a
+    // fallback), from the attempt that stored it.
+    let stored = r.summary.as_ref().map_or(version, |s| s.version);
+    // A key that may read summaries but not the audit log still gets the
+    // summary: the writer is then "unknown".
+    let writer = audit::writer_of(c, &target, stored)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| "unknown".to_owned());
+    if json {
+        let mut v: serde_json::Value = serde_json::from_str(&r.rendered)
+            .map_err(|e| format!("the daemon's JSON summary does not parse: {e}"))?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("written_by".into(), serde_json::Value::String(writer));
+        }
+        println!("{v:#}");
+    } else {
+        println!("{}", r.rendered);
+        println!("_Written by {writer}._");
+    }
     Ok(())
 }
 

@@ -1,9 +1,16 @@
-//! One OpenAI-compatible chat-completions call, with what a server may do
-//! to it: 429 with `Retry-After`, 5xx, time-outs and refused connections
-//! are retried with backoff within a time budget; a server that does not
-//! know the JSON-schema `response_format` is asked again for plain JSON.
-//! HTTP is reqwest (rustls); nothing here is hand-written HTTP.
+//! One OpenAI-compatible chat-completions call, with what real servers do
+//! to it. The structured-output form is negotiated once per client and
+//! remembered ([`Form`]): a 4xx/5xx whose body names `response_format`
+//! is the server saying which forms it takes, not an outage. Only what
+//! retrying can fix is retried (429, 503, time-outs, refused or dropped
+//! connections), at most once per distinct failure, honouring
+//! `Retry-After`, and never past the caller's deadline. Every HTTP attempt
+//! leaves a [`CallRecord`] (status, tokens, time, finish reason, the
+//! server's own error text) for the audit. An attempt that is given up is
+//! dropped, which closes its connection. HTTP is reqwest (rustls); nothing
+//! here is hand-written HTTP.
 
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,19 +27,73 @@ pub struct Endpoint {
     pub model: String,
     /// Bearer key, if the server wants one.
     pub api_key: Option<String>,
-    /// Limit of one call.
+    /// Limit of one HTTP attempt.
     pub timeout: Duration,
-    /// Limit of all calls of one request, retries included.
-    pub budget: Duration,
+    /// Whether the instructions go in a `system` message (else they open
+    /// the first user message: for chat templates without a system role).
+    pub system_role: bool,
+}
+
+/// How the answer's shape is asked for, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// `response_format: {type: json_schema, json_schema: {schema}}`
+    /// (OpenAI, vLLM, Ollama, llama.cpp's own server).
+    JsonSchema,
+    /// `response_format: {type: json_object, schema}` with the schema in
+    /// the prompt too (llama-cpp-python's server constrains to it).
+    JsonObject,
+    /// No `response_format`; the schema in the prompt only.
+    Plain,
+}
+
+impl Form {
+    fn code(self) -> u8 {
+        match self {
+            Form::JsonSchema => 1,
+            Form::JsonObject => 2,
+            Form::Plain => 3,
+        }
+    }
+
+    fn of(code: u8) -> Option<Form> {
+        match code {
+            1 => Some(Form::JsonSchema),
+            2 => Some(Form::JsonObject),
+            3 => Some(Form::Plain),
+            _ => None,
+        }
+    }
+
+    /// The next form to try when the server refuses this one.
+    fn weaker(self) -> Option<Form> {
+        match self {
+            Form::JsonSchema => Some(Form::JsonObject),
+            Form::JsonObject => Some(Form::Plain),
+            Form::Plain => None,
+        }
+    }
+
+    /// Its name in the audit.
+    pub fn name(self) -> &'static str {
+        match self {
+            Form::JsonSchema => "json_schema",
+            Form::JsonObject => "json_object",
+            Form::Plain => "plain",
+        }
+    }
+
+    /// Whether the prompt must carry the schema (the server does not).
+    pub fn schema_in_prompt(self) -> bool {
+        self != Form::JsonSchema
+    }
 }
 
 /// A chat message.
 #[derive(Debug, Clone, Serialize)]
-pub struct Message {
-    /// `system` or `user`.
-    pub role: &'static str,
-    /// Its text.
-    pub content: String,
+struct Message {
+    role: &'static str,
+    content: String,
 }
 
 /// What a call returned.
@@ -40,22 +101,62 @@ pub struct Message {
 pub struct Completion {
     /// The assistant message's text.
     pub content: String,
+    /// `stop`, `length`, … as the server said (empty when it did not).
+    pub finish_reason: String,
     /// Prompt tokens as the server reported them.
     pub prompt_tokens: u64,
     /// Completion tokens as the server reported them.
     pub completion_tokens: u64,
-    /// Attempts beyond the first (retries).
-    pub retries: u32,
-    /// Wall time of the call with its retries.
-    pub latency: Duration,
+}
+
+/// One HTTP attempt, for the audit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRecord {
+    /// The form asked for.
+    pub form: Form,
+    /// `200`, `HTTP 500`, `timeout`, `connection refused`, …
+    pub status: String,
+    /// The finish reason of a completion.
+    pub finish_reason: String,
+    /// Tokens as the server reported them.
+    pub prompt_tokens: u64,
+    /// Tokens as the server reported them.
+    pub completion_tokens: u64,
+    /// Wall time of the attempt.
+    pub elapsed: Duration,
+    /// The `max_tokens` sent.
+    pub max_tokens: u32,
+    /// The server's error text, or what went wrong (clipped).
+    pub error: String,
+}
+
+impl std::fmt::Display for CallRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "model call: form={} status={} finish={} prompt_tokens={} completion_tokens={} max_tokens={} latency_ms={}",
+            self.form.name(),
+            self.status,
+            if self.finish_reason.is_empty() { "-" } else { &self.finish_reason },
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.max_tokens,
+            self.elapsed.as_millis()
+        )?;
+        if !self.error.is_empty() {
+            write!(f, " error={}", self.error)?;
+        }
+        Ok(())
+    }
 }
 
 /// Why no completion came back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallError {
-    /// The retry budget ran out on retryable failures (the last one named).
-    Exhausted(String),
-    /// The server refused the request for good (4xx other than 429).
+    /// A transient failure came back after its one retry, or the deadline
+    /// left no room for one (the last failure named).
+    Unavailable(String),
+    /// The server refused the request for good (its text quoted).
     Refused(String),
     /// The answer was not a chat completion.
     Malformed(String),
@@ -64,7 +165,7 @@ pub enum CallError {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CallError::Exhausted(e) => write!(f, "model unavailable within the retry budget: {e}"),
+            CallError::Unavailable(e) => write!(f, "model unavailable: {e}"),
             CallError::Refused(e) => write!(f, "model server refused the request: {e}"),
             CallError::Malformed(e) => write!(
                 f,
@@ -84,6 +185,8 @@ struct Reply {
 #[derive(Deserialize)]
 struct Choice {
     message: ReplyMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -92,7 +195,7 @@ struct ReplyMessage {
     content: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Usage {
     #[serde(default)]
     prompt_tokens: u64,
@@ -100,26 +203,82 @@ struct Usage {
     completion_tokens: u64,
 }
 
+#[derive(Deserialize)]
+struct ModelList {
+    #[serde(default)]
+    data: Vec<ModelEntry>,
+}
+
+#[derive(Deserialize)]
+struct ModelEntry {
+    id: String,
+}
+
 /// A client for one endpoint; at most `max_concurrent` calls in flight.
 pub struct ChatClient {
     http: reqwest::Client,
     endpoint: Endpoint,
     slots: Arc<Semaphore>,
+    /// The form the server honours (0: not learnt yet).
+    form: AtomicU8,
 }
 
 /// One attempt's outcome.
 enum Attempt {
     Done(Completion),
-    Retry(String, Option<Duration>),
+    /// Worth one retry: the failure's kind, its text, the server's wait.
+    Transient(&'static str, String, Option<Duration>),
+    /// The server does not take this form (its text).
+    FormRefused(String),
     Fail(CallError),
-    NoSchema,
+}
+
+/// Longest server text kept in a record or an error.
+const ERROR_CHARS: usize = 300;
+
+fn clip(text: &str) -> String {
+    crate::summarize::rules::clip(text.trim(), ERROR_CHARS)
+}
+
+/// What a failed request was, in plain words ("connection refused" when
+/// nothing listens), walking the error's sources.
+fn transport_error(e: &reqwest::Error) -> (&'static str, String) {
+    let mut source: Option<&dyn std::error::Error> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            match io.kind() {
+                ConnectionRefused => {
+                    return (
+                        "connection",
+                        "connection refused (nothing listens there)".into(),
+                    )
+                }
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => {
+                    return (
+                        "connection",
+                        format!("connection dropped by the server: {io}"),
+                    )
+                }
+                _ => {}
+            }
+        }
+        source = s.source();
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    ("connection", clip(&text))
 }
 
 impl ChatClient {
     /// A client for `endpoint`.
     pub fn new(endpoint: Endpoint, max_concurrent: usize) -> Result<ChatClient, String> {
         let http = reqwest::Client::builder()
-            .timeout(endpoint.timeout)
             .connect_timeout(endpoint.timeout.min(Duration::from_secs(10)))
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
@@ -127,6 +286,7 @@ impl ChatClient {
             http,
             endpoint,
             slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            form: AtomicU8::new(0),
         })
     }
 
@@ -135,135 +295,282 @@ impl ChatClient {
         &self.endpoint.model
     }
 
-    /// One completion at temperature 0, asked to follow `schema` (plain
-    /// JSON when the server does not take JSON-schema response formats).
+    /// The form the next call asks for.
+    pub fn form(&self) -> Form {
+        Form::of(self.form.load(Relaxed)).unwrap_or(Form::JsonSchema)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.endpoint.url.trim_end_matches('/'))
+    }
+
+    /// The model names `GET /v1/models` lists.
+    pub async fn listed_models(&self) -> Result<Vec<String>, String> {
+        let url = self.url("/v1/models");
+        let mut request = self.http.get(&url).timeout(self.endpoint.timeout);
+        if let Some(key) = &self.endpoint.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("GET {url}: {}", transport_error(&e).1))?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| format!("GET {url}: {}", transport_error(&e).1))?;
+        if !status.is_success() {
+            return Err(format!("GET {url}: HTTP {status}: {}", clip(&text)));
+        }
+        let list: ModelList =
+            serde_json::from_str(&text).map_err(|e| format!("GET {url}: not a model list: {e}"))?;
+        Ok(list.data.into_iter().map(|m| m.id).collect())
+    }
+
+    /// One completion at temperature 0 following `schema` in the form the
+    /// server honours, at most `max_tokens` long, given up at `deadline`.
+    /// `prompt(form)` writes the user message (with the schema when the
+    /// form needs it). Every HTTP attempt is appended to `records`.
     pub async fn complete(
         &self,
-        messages: &[Message],
+        instructions: &str,
+        prompt: &dyn Fn(Form) -> String,
         schema: &Value,
+        max_tokens: u32,
+        deadline: Instant,
+        records: &mut Vec<CallRecord>,
     ) -> Result<Completion, CallError> {
-        let started = Instant::now();
-        let deadline = started + self.endpoint.budget;
-        let _slot = self
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| CallError::Exhausted("the client is shutting down".into()))?;
-        let mut with_schema = true;
-        let mut retries = 0u32;
-        let mut backoff = Duration::from_millis(250);
+        let _slot = match tokio::time::timeout_at(deadline.into(), self.slots.acquire()).await {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(_)) => return Err(CallError::Unavailable("the client is shutting down".into())),
+            Err(_) => {
+                return Err(CallError::Unavailable(
+                    "the time budget ran out waiting for a free call slot".into(),
+                ))
+            }
+        };
+        let mut seen: Vec<&'static str> = Vec::new();
         loop {
-            match self.attempt(messages, schema, with_schema).await {
-                Attempt::Done(mut c) => {
-                    c.retries = retries;
-                    c.latency = started.elapsed();
+            let form = self.form();
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(CallError::Unavailable(
+                    "the time budget ran out before the call".into(),
+                ));
+            }
+            let limit = self.endpoint.timeout.min(deadline - now);
+            let messages = self.messages(instructions, prompt(form));
+            let started = Instant::now();
+            let mut record = CallRecord {
+                form,
+                status: String::new(),
+                finish_reason: String::new(),
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                elapsed: Duration::ZERO,
+                max_tokens,
+                error: String::new(),
+            };
+            // Past `limit` the attempt's future is dropped: its connection
+            // closes, which is how a server learns to stop generating.
+            let attempt = match tokio::time::timeout(
+                limit,
+                self.attempt(&messages, schema, form, max_tokens, &mut record),
+            )
+            .await
+            {
+                Ok(a) => a,
+                Err(_) => {
+                    record.status = "timeout".into();
+                    Attempt::Transient(
+                        "timeout",
+                        format!("no answer within {} ms", limit.as_millis()),
+                        None,
+                    )
+                }
+            };
+            record.elapsed = started.elapsed();
+            match attempt {
+                Attempt::Done(c) => {
+                    records.push(record);
                     return Ok(c);
                 }
-                Attempt::NoSchema if with_schema => {
-                    with_schema = false;
-                    continue;
+                Attempt::Fail(e) => {
+                    record.error = clip(&e.to_string());
+                    records.push(record);
+                    return Err(e);
                 }
-                Attempt::NoSchema => {
-                    return Err(CallError::Refused(
-                        "response_format refused even without a schema".into(),
-                    ))
+                Attempt::FormRefused(text) => {
+                    record.error = clip(&text);
+                    records.push(record);
+                    let Some(next) = form.weaker() else {
+                        return Err(CallError::Refused(format!(
+                            "the server refuses even a request without response_format: {}",
+                            clip(&text)
+                        )));
+                    };
+                    tracing::warn!(refused = form.name(), next = next.name(), server = %clip(&text), "the model server does not take this response_format; asking in the next form from now on");
+                    // Learnt once for the client: later calls start there.
+                    self.form.store(next.code(), Relaxed);
                 }
-                Attempt::Fail(e) => return Err(e),
-                Attempt::Retry(why, after) => {
-                    let wait = after.unwrap_or(backoff);
-                    if Instant::now() + wait >= deadline {
-                        return Err(CallError::Exhausted(why));
+                Attempt::Transient(kind, why, after) => {
+                    record.error = clip(&why);
+                    records.push(record);
+                    if seen.contains(&kind) {
+                        return Err(CallError::Unavailable(format!(
+                            "{why} (again after one retry)"
+                        )));
                     }
-                    tracing::warn!(retry_in_ms = wait.as_millis() as u64, reason = %why, "model call failed; retrying");
+                    seen.push(kind);
+                    let wait = after.unwrap_or(Duration::from_millis(500));
+                    if Instant::now() + wait >= deadline {
+                        return Err(CallError::Unavailable(format!(
+                            "{why}; no time left for a retry after {} ms",
+                            wait.as_millis()
+                        )));
+                    }
+                    tracing::warn!(retry_in_ms = wait.as_millis() as u64, reason = %why, "model call failed; retrying once");
                     tokio::time::sleep(wait).await;
-                    retries += 1;
-                    backoff = (backoff * 2).min(Duration::from_secs(8));
                 }
             }
         }
     }
 
-    async fn attempt(&self, messages: &[Message], schema: &Value, with_schema: bool) -> Attempt {
-        let url = format!(
-            "{}/v1/chat/completions",
-            self.endpoint.url.trim_end_matches('/')
-        );
-        let response_format = if with_schema {
-            json!({"type": "json_schema", "json_schema": {"name": "session_summary", "strict": true, "schema": schema}})
+    fn messages(&self, instructions: &str, user: String) -> Vec<Message> {
+        if self.endpoint.system_role {
+            vec![
+                Message {
+                    role: "system",
+                    content: instructions.to_owned(),
+                },
+                Message {
+                    role: "user",
+                    content: user,
+                },
+            ]
         } else {
-            json!({"type": "json_object"})
-        };
-        let body = json!({
+            vec![Message {
+                role: "user",
+                content: format!("{instructions}\n\n{user}"),
+            }]
+        }
+    }
+
+    async fn attempt(
+        &self,
+        messages: &[Message],
+        schema: &Value,
+        form: Form,
+        max_tokens: u32,
+        record: &mut CallRecord,
+    ) -> Attempt {
+        let url = self.url("/v1/chat/completions");
+        let mut body = json!({
             "model": self.endpoint.model,
             "messages": messages,
             "temperature": 0,
-            "response_format": response_format,
+            "max_tokens": max_tokens,
+            "stream": false,
         });
+        match form {
+            Form::JsonSchema => {
+                body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "session_summary", "strict": true, "schema": schema}});
+            }
+            Form::JsonObject => {
+                body["response_format"] = json!({"type": "json_object", "schema": schema});
+            }
+            Form::Plain => {}
+        }
         let mut request = self.http.post(&url).json(&body);
         if let Some(key) = &self.endpoint.api_key {
             request = request.bearer_auth(key);
         }
         let response = match request.send().await {
             Ok(r) => r,
-            Err(e) if e.is_timeout() => {
-                return Attempt::Retry(
-                    format!("no answer within {:?}", self.endpoint.timeout),
-                    None,
-                )
+            Err(e) => {
+                let (kind, text) = transport_error(&e);
+                record.status = text.clone();
+                return Attempt::Transient(kind, format!("cannot reach {url}: {text}"), None);
             }
-            Err(e) => return Attempt::Retry(format!("cannot reach {url}: {e}"), None),
         };
         let status = response.status();
-        if status.as_u16() == 429 || status.is_server_error() {
-            let after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(|s| Duration::from_secs(s.min(60)));
-            return Attempt::Retry(format!("HTTP {status}"), after);
-        }
+        record.status = status.as_u16().to_string();
+        let after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|s| Duration::from_secs(s.min(600)));
         let text = match response.text().await {
             Ok(t) => t,
-            Err(e) if e.is_timeout() => {
-                return Attempt::Retry(
-                    format!("no answer within {:?}", self.endpoint.timeout),
-                    None,
-                )
+            Err(e) => {
+                let (kind, text) = transport_error(&e);
+                return Attempt::Transient(kind, format!("answer cut off: {text}"), None);
             }
-            Err(e) => return Attempt::Retry(format!("answer cut off: {e}"), None),
         };
-        if status.is_client_error() {
-            if with_schema && text.contains("response_format") {
-                return Attempt::NoSchema;
+        if !status.is_success() {
+            let server = clip(&text);
+            if form != Form::Plain && names_response_format(&text) {
+                return Attempt::FormRefused(format!("HTTP {status}: {server}"));
             }
-            return Attempt::Fail(CallError::Refused(format!(
-                "HTTP {status}: {}",
-                crate::summarize::rules::clip(&text, 300)
-            )));
+            return match status.as_u16() {
+                429 => Attempt::Transient("429", format!("HTTP {status}: {server}"), after),
+                503 => Attempt::Transient("503", format!("HTTP {status}: {server}"), after),
+                _ => Attempt::Fail(CallError::Refused(format!("HTTP {status}: {server}"))),
+            };
         }
         let reply: Reply = match serde_json::from_str(&text) {
             Ok(r) => r,
             Err(e) => return Attempt::Fail(CallError::Malformed(e.to_string())),
         };
-        let Some(content) = reply
-            .choices
-            .into_iter()
-            .next()
-            .and_then(|c| c.message.content)
-        else {
-            return Attempt::Fail(CallError::Malformed("no choice with a message".into()));
+        let usage = reply.usage.unwrap_or_default();
+        record.prompt_tokens = usage.prompt_tokens;
+        record.completion_tokens = usage.completion_tokens;
+        let Some(choice) = reply.choices.into_iter().next() else {
+            return Attempt::Fail(CallError::Malformed("no choice in the answer".into()));
         };
-        let usage = reply.usage.unwrap_or(Usage {
-            prompt_tokens: 0,
-            completion_tokens: 0,
-        });
+        let finish_reason = choice.finish_reason.unwrap_or_default();
+        record.finish_reason = finish_reason.clone();
         Attempt::Done(Completion {
-            content,
+            content: choice.message.content.unwrap_or_default(),
+            finish_reason,
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
-            retries: 0,
-            latency: Duration::ZERO,
         })
+    }
+}
+
+/// Whether an error body is about the request's `response_format` (the
+/// server telling which forms it takes).
+fn names_response_format(body: &str) -> bool {
+    let b = body.to_ascii_lowercase();
+    b.contains("response_format") || b.contains("json_schema")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_weaken_in_order_and_round_trip() {
+        let mut f = Form::JsonSchema;
+        let mut seen = vec![f];
+        while let Some(n) = f.weaker() {
+            assert_eq!(Form::of(n.code()), Some(n));
+            seen.push(n);
+            f = n;
+        }
+        assert_eq!(seen, [Form::JsonSchema, Form::JsonObject, Form::Plain]);
+        assert!(!Form::JsonSchema.schema_in_prompt() && Form::Plain.schema_in_prompt());
+    }
+
+    #[test]
+    fn a_body_naming_response_format_is_a_capability_answer() {
+        // llama-cpp-python's own words for a json_schema request.
+        assert!(names_response_format(
+            r#"{"detail":[{"type":"literal_error","loc":["body","response_format","type"],"msg":"Input should be 'text' or 'json_object'"}]}"#
+        ));
+        assert!(!names_response_format("out of memory"));
     }
 }

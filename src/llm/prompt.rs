@@ -10,11 +10,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::redact::{Placeholders, Redactor};
+use crate::model::Encoding;
 use crate::model::{
     ActionStatus, Conflict, Decision, KeyFact, OpenQuestion, PendingAction, Priority,
     QuestionStatus, SessionSummary, Turn,
 };
+use crate::summarize::engine;
 use crate::summarize::rules;
+use crate::tokens;
 
 /// The instructions.
 pub const SYSTEM: &str = "You maintain the running summary of a conversation between people, \
@@ -119,10 +122,36 @@ pub struct ConflictItem {
     pub turns: Vec<u64>,
 }
 
-/// The JSON schema of [`ModelItems`] (strict: every field required).
+/// Most names in one `agreed_by`.
+pub const MAX_AGREED_BY: usize = 16;
+
+/// The item limits of the schema, mnemo's own: a longer list in an
+/// answer is a runaway, refused.
+pub const LIMITS: [(&str, usize); 5] = [
+    ("decisions", engine::MAX_DECISIONS),
+    ("pending_actions", engine::MAX_ACTIONS),
+    ("open_questions", engine::MAX_OPEN_QUESTIONS),
+    ("key_facts", engine::MAX_FACTS),
+    ("conflicts", engine::MAX_CONFLICTS),
+];
+
+fn limit(field: &str) -> usize {
+    LIMITS
+        .iter()
+        .find(|(f, _)| *f == field)
+        .map_or(0, |(_, n)| *n)
+}
+
+/// The JSON schema of [`ModelItems`] (strict: every field required),
+/// every array bounded by mnemo's own limits, so a server that constrains
+/// its output to the schema cannot count on forever. Strings carry no
+/// `maxLength`: llama.cpp turns one into that many nested grammar rules,
+/// and at 2000 its grammar parser gives up and llama-cpp-python's server
+/// dies; `max_tokens` bounds them instead.
 pub fn schema() -> Value {
-    let strings = json!({"type": "array", "items": {"type": "string"}});
-    let seqs = json!({"type": "array", "items": {"type": "integer"}});
+    let text = json!({"type": "string"});
+    let strings = json!({"type": "array", "items": text, "maxItems": MAX_AGREED_BY});
+    let seqs = json!({"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": engine::MAX_EVIDENCE_SEQS});
     let object = |props: Value| {
         let required: Vec<String> = props
             .as_object()
@@ -130,20 +159,94 @@ pub fn schema() -> Value {
             .unwrap_or_default();
         json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
     };
-    let list = |props: Value| json!({"type": "array", "items": object(props)});
+    let list = |field: &str, props: Value| json!({"type": "array", "items": object(props), "maxItems": limit(field)});
     object(json!({
-        "user_intent": {"type": "string"},
-        "user_intent_turn": {"type": "integer"},
-        "decisions": list(json!({"decision": {"type": "string"}, "rationale": {"type": "string"}, "agreed_by": strings, "turns": seqs})),
-        "pending_actions": list(json!({"action": {"type": "string"}, "owner": {"type": "string"}, "deadline": {"type": "string"}, "turns": seqs})),
-        "open_questions": list(json!({"question": {"type": "string"}, "asked_by": {"type": "string"}, "turns": seqs})),
-        "key_facts": list(json!({"fact": {"type": "string"}, "stated_by": {"type": "string"}, "turns": seqs})),
-        "conflicts": list(json!({"description": {"type": "string"}, "turns": seqs})),
-        "prose": {"type": "string"},
+        "user_intent": text,
+        "user_intent_turn": {"type": "integer", "minimum": 0},
+        "decisions": list("decisions", json!({"decision": text, "rationale": text, "agreed_by": strings, "turns": seqs})),
+        "pending_actions": list("pending_actions", json!({"action": text, "owner": text, "deadline": text, "turns": seqs})),
+        "open_questions": list("open_questions", json!({"question": text, "asked_by": text, "turns": seqs})),
+        "key_facts": list("key_facts", json!({"fact": text, "stated_by": text, "turns": seqs})),
+        "conflicts": list("conflicts", json!({"description": text, "turns": seqs})),
+        "prose": text,
     }))
 }
 
+/// The answer's shape in words, for servers that do not constrain their
+/// output to a schema (it goes in the prompt).
+pub const SHAPE: &str = "Answer with one JSON object and nothing else, with exactly these fields \
+(TEXT is a string, SEQS a list of the turn numbers an item comes from; lists hold as many items as \
+the turns give, or none):\n\
+{\"user_intent\": TEXT, \"user_intent_turn\": SEQ, \
+\"decisions\": [{\"decision\": TEXT, \"rationale\": TEXT, \"agreed_by\": [TEXT], \"turns\": SEQS}], \
+\"pending_actions\": [{\"action\": TEXT, \"owner\": TEXT, \"deadline\": \"YYYY-MM-DD or empty\", \"turns\": SEQS}], \
+\"open_questions\": [{\"question\": TEXT, \"asked_by\": TEXT, \"turns\": SEQS}], \
+\"key_facts\": [{\"fact\": TEXT, \"stated_by\": TEXT, \"turns\": SEQS}], \
+\"conflicts\": [{\"description\": TEXT, \"turns\": SEQS}], \"prose\": TEXT}";
+
+/// Tokens of an answer's fixed part (field names, brackets).
+const SKELETON_TOKENS: usize = 120;
+/// Tokens an answer may spend per new turn (items citing it, prose).
+const TOKENS_PER_TURN: usize = 60;
+
+/// `max_tokens` for one call: the summary so far must be written again,
+/// plus room for what the new turns add, at most `cap` (config).
+pub fn max_tokens(so_far: &ModelItems, new_turns: usize, cap: u32) -> u32 {
+    let so_far_tokens = serde_json::to_string(so_far)
+        .map(|j| tokens::count(Encoding::Cl100kBase, &j))
+        .unwrap_or(0);
+    let want = SKELETON_TOKENS + so_far_tokens + TOKENS_PER_TURN * new_turns;
+    u32::try_from(want).unwrap_or(u32::MAX).min(cap)
+}
+
 impl ModelItems {
+    /// Whether the answer says next to nothing: no intent, no item and at
+    /// most a few words of prose (the model's empty starting state).
+    pub fn is_near_empty(&self) -> bool {
+        self.user_intent.trim().is_empty()
+            && self.decisions.is_empty()
+            && self.pending_actions.is_empty()
+            && self.open_questions.is_empty()
+            && self.key_facts.is_empty()
+            && self.conflicts.is_empty()
+            && self.prose.split_whitespace().count() < 5
+    }
+
+    /// What in the answer breaks the schema's bounds (a runaway list, a
+    /// citation list past mnemo's limit), if anything.
+    pub fn over_limits(&self) -> Option<String> {
+        let counts = [
+            self.decisions.len(),
+            self.pending_actions.len(),
+            self.open_questions.len(),
+            self.key_facts.len(),
+            self.conflicts.len(),
+        ];
+        for ((field, max), n) in LIMITS.iter().zip(counts) {
+            if n > *max {
+                return Some(format!("{field} lists {n} items; the limit is {max}"));
+            }
+        }
+        let cites = self
+            .decisions
+            .iter()
+            .map(|d| &d.turns)
+            .chain(self.pending_actions.iter().map(|a| &a.turns))
+            .chain(self.open_questions.iter().map(|q| &q.turns))
+            .chain(self.key_facts.iter().map(|f| &f.turns))
+            .chain(self.conflicts.iter().map(|c| &c.turns));
+        for turns in cites {
+            if turns.len() > engine::MAX_EVIDENCE_SEQS {
+                return Some(format!(
+                    "an item cites {} turns; the limit is {}",
+                    turns.len(),
+                    engine::MAX_EVIDENCE_SEQS
+                ));
+            }
+        }
+        None
+    }
+
     /// The model-written part of a stored summary, to continue from.
     pub fn of(s: &SessionSummary) -> ModelItems {
         ModelItems {

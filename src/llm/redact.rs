@@ -1,5 +1,7 @@
 //! PII redaction before text leaves for a model: emails, phone numbers,
-//! payment card numbers (Luhn-checked), IBANs, IP addresses and configured
+//! payment card numbers (Luhn-checked, and written like a card or next to
+//! a word about cards: a ticket number `220-4455667788` that happens to
+//! pass the checksum stays), IBANs, IP addresses and configured
 //! patterns become stable placeholders (`⟦EMAIL_1⟧`: the same value, the
 //! same placeholder, within one fold), restored in the answer before it is
 //! validated. A placeholder in the answer that was never sent is the
@@ -73,6 +75,52 @@ fn luhn(digits: &str) -> bool {
     sum % 10 == 0
 }
 
+/// Words that make a number nearby a card number.
+const CARD_WORDS: [&str; 9] = [
+    "card",
+    "visa",
+    "mastercard",
+    "amex",
+    "credit",
+    "debit",
+    "cc",
+    "pan",
+    "maestro",
+];
+
+/// How far before a number a card word counts (bytes).
+const CARD_CONTEXT_BYTES: usize = 40;
+
+/// Whether `number` is written the way card numbers are: one run of 15 or
+/// 16 digits, or groups of four (the last one to four digits), or 4-6-5 /
+/// 4-6-4 (American Express, Diners).
+fn card_shaped(number: &str) -> bool {
+    let groups: Vec<usize> = number
+        .split([' ', '-'])
+        .filter(|g| !g.is_empty())
+        .map(str::len)
+        .collect();
+    match groups.as_slice() {
+        [n] => (15..=16).contains(n),
+        [4, 6, 4] | [4, 6, 5] => true,
+        [first @ .., last] => {
+            first.len() >= 3 && first.iter().all(|&g| g == 4) && (1..=4).contains(last)
+        }
+        [] => false,
+    }
+}
+
+/// Whether a word about cards stands shortly before `at` in `text`.
+fn card_context(text: &str, at: usize) -> bool {
+    let mut from = at.saturating_sub(CARD_CONTEXT_BYTES);
+    while !text.is_char_boundary(from) {
+        from -= 1;
+    }
+    text[from..at]
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| CARD_WORDS.iter().any(|k| w.eq_ignore_ascii_case(k)))
+}
+
 impl Redactor {
     /// The built-in patterns plus `custom` (already validated regexes).
     pub fn new(custom: &[String]) -> Result<Redactor, regex::Error> {
@@ -117,8 +165,12 @@ impl Redactor {
             out = re
                 .replace_all(&out, |c: &regex::Captures<'_>| {
                     let v = &c[0];
-                    if *kind == "CARD" && !luhn(v) {
-                        return v.to_owned();
+                    if *kind == "CARD" {
+                        let at = c.get(0).map_or(0, |m| m.start());
+                        let card = luhn(v) && (card_shaped(v) || card_context(&out, at));
+                        if !card {
+                            return v.to_owned();
+                        }
                     }
                     names.name(kind, v)
                 })
@@ -187,6 +239,23 @@ mod tests {
             r.restore("see ⟦EMAIL_7⟧", &names).unwrap_err(),
             vec!["⟦EMAIL_7⟧".to_owned()]
         );
+    }
+
+    #[test]
+    fn a_ticket_number_passing_the_checksum_is_not_a_card() {
+        let r = Redactor::new(&[]).unwrap();
+        assert!(luhn("220-4455667788"), "the case needs a Luhn-valid number");
+        let mut names = Placeholders::default();
+        let text = "Ticket 220-4455667788 is open; order 4111111111111111 shipped";
+        let sent = r.redact(text, &mut names);
+        assert!(sent.contains("220-4455667788"), "{sent}");
+        // A 16-digit run is card-shaped whatever the words around it.
+        assert!(!sent.contains("4111111111111111"), "{sent}");
+        // The same ticket-like digits after a word about cards are a card.
+        let sent = r.redact("my card number is 220-4455667788", &mut names);
+        assert!(!sent.contains("4455667788"), "{sent}");
+        assert!(card_shaped("4111 1111 1111 1111") && card_shaped("3782-822463-10005"));
+        assert!(!card_shaped("220-4455667788") && !card_shaped("1234567890123"));
     }
 
     #[test]

@@ -164,7 +164,11 @@ pub fn run(
             out.label.unwrap_or_else(|| summarizer.label()),
             errors.join("; ")
         ));
+        // The model path's call records of the refused attempt stay in
+        // the audit beside the next attempt's (issue 39).
+        let earlier = std::mem::take(&mut out.notes);
         out = next.map_err(state_error)?;
+        out.notes.splice(0..0, earlier);
     };
     // A rule-based summary is never refused whole: what fails the check is
     // dropped, said in the summary and the audit, and the rest is stored.

@@ -6,6 +6,8 @@
 //! - **Deadlines**: a request runs at most the smaller of the server's
 //!   `request_timeout_secs` and the client's `grpc-timeout`; past it the
 //!   caller gets DEADLINE_EXCEEDED (tonic's own timeout says CANCELLED).
+//!   A method whose work has a longer budget of its own (Summarize while a
+//!   model writes summaries) gets that instead of `request_timeout_secs`.
 //! - **Panics**: a panic in a handler becomes INTERNAL for that request and
 //!   an error in the log; the daemon and every other request carry on.
 //!
@@ -32,6 +34,8 @@ pub struct GuardLayer {
     permits: Arc<Semaphore>,
     limit: usize,
     max_time: Duration,
+    /// Methods (gRPC paths) with a server limit of their own.
+    longer: Arc<Vec<(String, Duration)>>,
 }
 
 impl GuardLayer {
@@ -41,7 +45,16 @@ impl GuardLayer {
             permits: Arc::new(Semaphore::new(limit)),
             limit,
             max_time,
+            longer: Arc::new(Vec::new()),
         }
+    }
+
+    /// Gives requests to `path` (`/package.Service/Method`) `max_time`
+    /// instead, when that is longer.
+    pub fn with_limit_for(mut self, path: &str, max_time: Duration) -> Self {
+        let max_time = max_time.max(self.max_time);
+        Arc::make_mut(&mut self.longer).push((path.to_owned(), max_time));
+        self
     }
 }
 
@@ -91,8 +104,13 @@ where
                 ))))
             });
         };
-        let max_time = client_timeout(req.headers())
-            .map_or(self.guard.max_time, |t| t.min(self.guard.max_time));
+        let server_max = self
+            .guard
+            .longer
+            .iter()
+            .find(|(p, _)| p == req.uri().path())
+            .map_or(self.guard.max_time, |(_, t)| *t);
+        let max_time = client_timeout(req.headers()).map_or(server_max, |t| t.min(server_max));
         let path = req.uri().path().to_owned();
         // The service that was polled ready serves this request; its clone
         // waits for the next.
@@ -226,6 +244,30 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(code(&r), Some("4"));
+    }
+
+    #[tokio::test]
+    async fn a_method_with_a_longer_budget_gets_it_and_only_it() {
+        fn medium(_: http::Request<Body>) -> BoxFuture<Result<http::Response<Body>, Status>> {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                Ok(http::Response::new(Body::empty()))
+            })
+        }
+        let guard = GuardLayer::new(4, Duration::from_millis(100))
+            .with_limit_for("/mnemo.v1.MemoryService/Summarize", Duration::from_secs(5));
+        let summarize = http::Request::builder()
+            .uri("/mnemo.v1.MemoryService/Summarize")
+            .body(Body::empty())
+            .unwrap();
+        let r = within(service(&guard, medium).oneshot(summarize))
+            .await
+            .unwrap();
+        assert_eq!(code(&r), None, "Summarize finished within its own limit");
+        let r = within(service(&guard, medium).oneshot(request(None)))
+            .await
+            .unwrap();
+        assert_eq!(code(&r), Some("4"), "other methods keep the generic limit");
     }
 
     #[tokio::test]

@@ -265,9 +265,12 @@ impl Daemon {
             ))
             // Sees the final status code, shed and panicked requests too.
             .layer(RecordLayer(metrics))
-            .layer(GuardLayer::new(
-                limits.max_concurrent_requests,
-                Duration::from_secs(limits.request_timeout_secs),
+            .layer(summarize_limit(
+                GuardLayer::new(
+                    limits.max_concurrent_requests,
+                    Duration::from_secs(limits.request_timeout_secs),
+                ),
+                &self.config.model,
             ))
             .concurrency_limit_per_connection(limits.concurrency_per_connection)
             .max_concurrent_streams(limits.max_concurrent_streams)
@@ -428,4 +431,14 @@ pub(crate) fn node_id(data_dir: &std::path::Path) -> Result<String> {
     std::fs::rename(&tmp, &path)?;
     std::fs::File::open(data_dir)?.sync_all()?;
     Ok(id)
+}
+
+/// A waiting Summarize may take as long as the model's budget says
+/// (`ModelConfig::summarize_deadline`), not the generic request limit:
+/// never DEADLINE_EXCEEDED for a summary that is then stored.
+fn summarize_limit(guard: GuardLayer, model: &crate::config::ModelConfig) -> GuardLayer {
+    match model.summarize_deadline() {
+        Some(t) => guard.with_limit_for("/mnemo.v1.MemoryService/Summarize", t),
+        None => guard,
+    }
 }
