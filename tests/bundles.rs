@@ -330,8 +330,8 @@ async fn older_question_answer_pairs_are_shortened_after_the_last_eight() {
     assert!(b.manifest.unwrap().complete);
     assert!(!b.rendered_text.contains("Note: to fit"));
 
-    // Twenty, at a budget just short of the whole transcript: the last
-    // eight pairs whole, the twelve before shortened.
+    // Twenty, at a budget just short of the whole transcript: the newest
+    // turns whole, the ones before them shortened, in two blocks of the log.
     qa_session(&mut c, "twenty", 20).await;
     let session = c
         .get_session(pb::GetSessionRequest {
@@ -349,32 +349,45 @@ async fn older_question_answer_pairs_are_shortened_after_the_last_eight() {
         .unwrap();
     assert!(!b.manifest.as_ref().unwrap().transcript);
     let recent: Vec<u64> = b.recent_turns.iter().map(|t| t.seq).collect();
-    assert_eq!(recent, (25..=40).collect::<Vec<_>>());
     let earlier: Vec<u64> = b.earlier_turns.iter().map(|t| t.seq).collect();
-    assert_eq!(earlier, (1..=24).collect::<Vec<_>>());
+    // The verbatim block starts at a question and runs to the newest turn;
+    // the shortened block runs up to it.
+    let first = recent[0];
+    assert!(first % 2 == 1 && recent.len() >= 4, "{recent:?}");
+    assert_eq!(recent, (first..=40).collect::<Vec<_>>());
+    assert_eq!(earlier.last(), Some(&(first - 1)), "{earlier:?}");
+    let e0 = earlier[0];
+    assert_eq!(earlier, (e0..first).collect::<Vec<_>>());
     let text = &b.rendered_text;
     assert!(text.contains("Earlier conversation summary:"));
     assert!(text.contains("Note: to fit"), "shortening is announced");
-    let original = qa_pair(0);
-    let q = &b.earlier_turns[0];
+    // Q&A compression: a question keeps 150 characters; a short answer
+    // stays whole; a long one keeps its first sentence.
+    let q = b.earlier_turns.iter().find(|t| t.seq % 2 == 1).unwrap();
+    let original = qa_pair(((q.seq - 1) / 2) as usize);
     let expected: String = original[0].content.chars().take(150).collect();
     assert_eq!(q.text, format!("{expected}..."));
     assert!(q.shortened);
-    // A short answer stays whole; a long one keeps its first sentence.
-    assert_eq!(b.earlier_turns[1].text, "Short answer 0.");
-    assert!(!b.earlier_turns[1].shortened);
-    assert_eq!(b.earlier_turns[3].text, "First sentence of answer 1.");
-    assert!(b.earlier_turns[3].shortened);
-    assert!(text.contains("First sentence of answer 1."));
-    assert!(!text.contains("First sentence of answer 1. Then"));
+    for a in b.earlier_turns.iter().filter(|t| t.seq % 2 == 0) {
+        let i = (a.seq / 2 - 1) as usize;
+        if i % 2 == 0 {
+            assert_eq!(a.text, format!("Short answer {i}."));
+            assert!(!a.shortened);
+        } else {
+            assert_eq!(a.text, format!("First sentence of answer {i}."));
+            assert!(a.shortened);
+            assert!(!text.contains(&format!("First sentence of answer {i}. Then")));
+        }
+    }
     // The recent pairs are verbatim in the text.
     for t in &b.recent_turns {
         assert!(text.contains(&t.content));
     }
     assert_no_gap(&b);
 
-    // recent_interactions widens the verbatim window.
-    let b = c
+    // recent_interactions no longer moves the verbatim block (the block
+    // rule does, so that successive bundles share their beginning).
+    let b2 = c
         .get_context_bundle(pb::GetContextBundleRequest {
             namespace: "ns".into(),
             session_id: "twenty".into(),
@@ -387,8 +400,7 @@ async fn older_question_answer_pairs_are_shortened_after_the_last_eight() {
         .into_inner()
         .bundle
         .unwrap();
-    assert_eq!(b.recent_turns.len(), 24);
-    assert_eq!(b.earlier_turns.len(), 16);
+    assert_eq!(b2.rendered_text, b.rendered_text);
     server.stop().await;
 }
 
@@ -406,12 +418,13 @@ async fn a_small_budget_keeps_the_newest_turns_and_lists_the_rest() {
     assert!(!m.complete);
     // The newest turn is kept whole.
     assert_eq!(b.recent_turns.last().map(|t| t.seq), Some(120));
+    // The newest interaction is the whole verbatim block.
     let recent = m
         .sections
         .iter()
         .find(|e| e.section == pb::BundleSection::RecentTurns as i32)
         .expect("recent section");
-    assert!(recent.omitted > 0 || recent.shortened > 0);
+    assert!(recent.included >= 1 && recent.omitted == 0);
     let earlier = m
         .sections
         .iter()
@@ -662,18 +675,18 @@ async fn successive_bundles_share_their_beginning_and_only_a_fold_or_a_fact_chan
     let server = TestServer::start().await;
     let mut c = server.client().await;
     layout_session(&mut c, "cache", "user:cache").await;
-    for i in 0..12 {
+    for i in 0..20 {
         c.append_turns(append_req("ns", "cache", qa_pair(i)))
             .await
             .unwrap();
     }
     fold(&mut c, "cache").await;
-    for i in 12..15 {
+    for i in 20..23 {
         c.append_turns(append_req("ns", "cache", qa_pair(i)))
             .await
             .unwrap();
     }
-    let budget = 4000;
+    let budget = 1500;
     let b1 = bundle_for(&mut c, "cache", budget, "", "").await;
     assert!(
         !b1.manifest.as_ref().unwrap().transcript,
@@ -685,7 +698,7 @@ async fn successive_bundles_share_their_beginning_and_only_a_fold_or_a_fact_chan
     assert!(upto(&b1, b1.stable_end_bytes).contains("## Summary"));
 
     // An append: part 1 byte for byte, part 2 up to the new exchange.
-    let pair = qa_pair(15);
+    let pair = qa_pair(23);
     c.append_turns(append_req("ns", "cache", pair.clone()))
         .await
         .unwrap();
@@ -705,7 +718,7 @@ async fn successive_bundles_share_their_beginning_and_only_a_fold_or_a_fact_chan
     );
     let appended = &b2.rendered_text[b1.log_end_bytes as usize..b2.log_end_bytes as usize];
     assert!(
-        appended.starts_with("[#31] user user:1: Question 15"),
+        appended.starts_with("[#47] user user:1: Question 23"),
         "{appended}"
     );
     assert!(appended.contains(&pair[1].content), "{appended}");
@@ -717,7 +730,19 @@ async fn successive_bundles_share_their_beginning_and_only_a_fold_or_a_fact_chan
     assert_eq!(upto(&b3, b3.log_end_bytes), upto(&b2, b2.log_end_bytes));
     assert!(b3.rendered_text[b3.log_end_bytes as usize..].contains("Prepared for agent agent-x."));
 
-    // A fold changes part 1.
+    // A fold changes part 1 (here, with a new pending action) and starts
+    // the log afresh.
+    c.append_turns(append_req(
+        "ns",
+        "cache",
+        vec![turn(
+            pb::Role::Assistant,
+            "agent",
+            "I will send the refund for ORD-4411 by 2026-12-10.",
+        )],
+    ))
+    .await
+    .unwrap();
     fold(&mut c, "cache").await;
     let b4 = bundle_for(&mut c, "cache", budget, "", "").await;
     assert_offsets(&b4);
@@ -725,7 +750,12 @@ async fn successive_bundles_share_their_beginning_and_only_a_fold_or_a_fact_chan
         upto(&b4, b4.stable_end_bytes),
         upto(&b2, b2.stable_end_bytes)
     );
-    assert!(upto(&b4, b4.log_end_bytes).contains("turns 1–32 are summarized above"));
+    assert!(
+        upto(&b4, b4.stable_end_bytes).contains("ORD-4411"),
+        "{}",
+        b4.rendered_text
+    );
+    assert!(upto(&b4, b4.log_end_bytes).contains("turns 1–49 are summarized above"));
     // ...and so does a new fact of the subject, which part 1 then shows.
     c.put_fact(pb::PutFactRequest {
         namespace: "ns".into(),
@@ -785,7 +815,7 @@ async fn the_log_is_cut_in_rare_big_steps_and_keeps_the_newest_interaction() {
     // The log's start moved, but in blocks: most appends only append.
     assert!(changes > 0, "the start never moved");
     assert!(
-        changes * 4 <= pairs,
+        changes * 3 <= pairs,
         "{changes} changes of the log in {pairs} appends"
     );
     server.stop().await;
@@ -816,7 +846,7 @@ async fn a_status_set_between_folds_is_an_appended_line() {
     .unwrap();
     fold(&mut c, "acts").await;
     // Enough turns after the fold that the session is no transcript.
-    for i in 0..12 {
+    for i in 0..20 {
         c.append_turns(append_req("ns", "acts", qa_pair(i)))
             .await
             .unwrap();
@@ -902,7 +932,8 @@ async fn handoff_and_resumed_session_bundles_follow_the_layout() {
             .await
             .unwrap();
     }
-    let b = bundle_for(&mut c, "visit-2", 2000, "", "").await;
+    let b = bundle_for(&mut c, "visit-2", 800, "", "").await;
+    assert!(!b.manifest.as_ref().unwrap().transcript);
     assert_offsets(&b);
     let stable = upto(&b, b.stable_end_bytes);
     assert!(
@@ -918,7 +949,7 @@ async fn handoff_and_resumed_session_bundles_follow_the_layout() {
     c.append_turns(append_req("ns", "visit-2", qa_pair(14)))
         .await
         .unwrap();
-    let b2 = bundle_for(&mut c, "visit-2", 2000, "", "").await;
+    let b2 = bundle_for(&mut c, "visit-2", 800, "", "").await;
     assert!(b2.rendered_text.starts_with(upto(&b, b.log_end_bytes)));
 
     // A handoff's bundle: the same layout, the new owner in part 1 (a
@@ -931,7 +962,7 @@ async fn handoff_and_resumed_session_bundles_follow_the_layout() {
             to_agent: "agent-b".into(),
             reason: "shift change".into(),
             lease_epoch: b2.lease_epoch,
-            budget_tokens: 2000,
+            budget_tokens: 800,
             ..Default::default()
         })
         .await
@@ -942,7 +973,7 @@ async fn handoff_and_resumed_session_bundles_follow_the_layout() {
     assert!(upto(&hb, hb.stable_end_bytes).contains("owner agent agent-b"));
     assert!(hb.rendered_text[hb.log_end_bytes as usize..].contains("Prepared for agent agent-b."));
     // The next bundle after the handoff shares its beginning.
-    let after = bundle_for(&mut c, "visit-2", 2000, "", "agent-b").await;
+    let after = bundle_for(&mut c, "visit-2", 800, "", "agent-b").await;
     assert_eq!(
         upto(&after, after.log_end_bytes),
         upto(&hb, hb.log_end_bytes)

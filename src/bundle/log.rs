@@ -136,7 +136,9 @@ pub(super) fn plan(
     let mut lines_of: Vec<(Line, Line, bool)> =
         turns.iter().map(|t| forms(t, transcript)).collect();
     let cap = (allowance as f64 * TURN_CAP_SHARE) as u64;
-    let verbatim_allowance = (allowance as f64 * VERBATIM_SHARE) as u64;
+    // A transcript fits: every turn verbatim unless the estimate was off.
+    let verbatim_share = if transcript { 1.0 } else { VERBATIM_SHARE };
+    let verbatim_allowance = (allowance as f64 * verbatim_share) as u64;
     let earlier_allowance = allowance - verbatim_allowance;
     // Whether a turn of the verbatim block is shown whole: decided by the
     // turn alone (and the cap), so its line never changes. A line whose
@@ -158,7 +160,8 @@ pub(super) fn plan(
     let mut shown = vec![Shown::Omitted; n];
     let mut lines = Vec::new();
     let (mut tokens, mut bytes) = (0u64, 0usize);
-    if let Some(mut h) = heading.filter(|_| n > 0) {
+    // The heading names the fold: kept even before a turn follows it.
+    if let Some(mut h) = heading.filter(|_| n > 0 || inputs.summary.is_some()) {
         tokens += u64::from(h.tokens(enc));
         bytes += h.text.len();
         lines.push(h);

@@ -169,12 +169,14 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
         (allowance, stable_cap, max_bytes),
         &headings,
     );
-    // The log, within its share of what the stable part left.
+    // The log, within its share of what the stable part left (a
+    // transcript, which fits, takes all of it).
     let rest = allowance.saturating_sub(state.used);
+    let share = if inputs.transcript { 1.0 } else { LOG_SHARE };
     let plan = log::plan(
         &inputs,
         enc,
-        (rest as f64 * LOG_SHARE) as u64,
+        (rest as f64 * share) as u64,
         rest,
         max_bytes.saturating_sub(state.bytes),
         log_heading(&inputs),
