@@ -28,6 +28,8 @@
 //! version of the daemon (the "before" of a change is this bench run on
 //! the base commit).
 //!
+//! `MNEMO_REPLAY_DUMP=path` appends every bundle (JSON lines) to `path`.
+//!
 //! Data: `MNEMO_REPLAY_SETS` (comma-separated `name=path`; default the
 //! committed BFCL v4 memory chats and ELITR meetings). `MNEMO_REPLAY_BUDGETS`
 //! (comma-separated) overrides the budgets.
@@ -219,6 +221,8 @@ struct Tally {
     total: u64,
     cached: u64,
     latency: Vec<Duration>,
+    folds: u64,
+    refused: u64,
 }
 
 async fn wait_for_episode(c: &mut Client, subject: &str, want: usize) {
@@ -282,13 +286,20 @@ async fn replay(set: &[Replay], budget: u32) -> Tally {
                 .await
                 .expect("append");
                 if appended / FOLD_EVERY > before / FOLD_EVERY {
-                    c.summarize(pb::SummarizeRequest {
-                        namespace: NS.into(),
-                        session_id: sid.clone(),
-                        wait: true,
-                    })
-                    .await
-                    .expect("summarize");
+                    // A fold the summarizer's validation refuses is not
+                    // stored (as in the daemon): counted, and the replay
+                    // goes on.
+                    let folded = c
+                        .summarize(pb::SummarizeRequest {
+                            namespace: NS.into(),
+                            session_id: sid.clone(),
+                            wait: true,
+                        })
+                        .await;
+                    t.folds += 1;
+                    if folded.is_err() {
+                        t.refused += 1;
+                    }
                 }
                 let at = Instant::now();
                 let b = c
@@ -323,6 +334,21 @@ async fn replay(set: &[Replay], budget: u32) -> Tally {
                     bucket.1 += share;
                     if (shared as f64) < 0.5 * tokens(text) as f64 {
                         t.changes += 1;
+                    }
+                }
+                if let Some(path) = std::env::var_os("MNEMO_REPLAY_DUMP") {
+                    use std::io::Write as _;
+                    let line = serde_json::json!({
+                        "budget": budget, "session": sid, "version": version,
+                        "stable_end": b.stable_end_bytes, "log_end": b.log_end_bytes,
+                        "text": b.rendered_text,
+                    });
+                    if let Ok(mut f) = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                    {
+                        let _ = writeln!(f, "{line}");
                     }
                 }
                 prev = Some((b.rendered_text, version));
@@ -398,6 +424,12 @@ fn main() {
                     percentile(&mut t.latency, 0.5),
                     percentile(&mut t.latency, 0.99),
                 );
+                if t.refused > 0 {
+                    eprintln!(
+                        "{name} at {budget}: {} of {} folds refused by the summarizer's validation",
+                        t.refused, t.folds
+                    );
+                }
             }
         }
     });

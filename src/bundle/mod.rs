@@ -44,6 +44,7 @@
 //! (the log, from turn 1) under a one-line header, never as summary plus
 //! transcript.
 
+mod assemble;
 mod candidates;
 pub mod compress;
 mod lines;

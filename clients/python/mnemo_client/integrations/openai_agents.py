@@ -152,13 +152,12 @@ class MnemoSession:
         stable, log, request = bundle.parts()
         first = f"[#{bundle.recent_turns[0].seq}] " if bundle.recent_turns else None
         at = log.find(first) if first else -1
-        head, tail = (log[:at], "") if at >= 0 else (log, "")
+        head = log[:at] if at >= 0 else log
+        # A pending action's status set since the fold: a line after the turns.
+        tail = ""
         if at >= 0:
-            # Lines after the verbatim turns (a pending action's new status).
-            last = bundle.recent_turns[-1]
-            end = log.find(f"[#{last.seq}] ")
-            nl = log.find("\n", end + len(last.content)) if end >= 0 else -1
-            tail = log[nl + 1 :] if nl >= 0 else ""
+            lines = log[at:].splitlines(keepends=True)
+            tail = "".join(line for line in lines if line.startswith("Update: pending action "))
         items: list[Any] = [{"role": "system", "content": (stable + head).rstrip()}]
         items.extend(item_of(t) for t in bundle.recent_turns)
         closing = (tail + request).strip()
