@@ -232,7 +232,8 @@ mod tests {
         assert_eq!(log_origin(0, 97, 64), 65);
         for as_of in 65..400 {
             let o = log_origin(0, as_of, 64);
-            assert!(as_of - o + 1 <= 64 && as_of - o + 1 > 32, "{as_of}: {o}");
+            let kept = as_of - o + 1;
+            assert!((33..=64).contains(&kept), "{as_of}: {o}");
         }
     }
 }
