@@ -90,11 +90,12 @@ fn carried_line(c: &CarriedAction) -> String {
     )
 }
 
-/// The subject's memory: carried actions, facts and episodes, newest kept
-/// first when cut.
+/// The subject's memory: carried actions (the oldest promise kept first
+/// when cut: it is the most overdue, and a new one then does not push an
+/// older one out), facts and episodes (newest kept first).
 fn memory_candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
     let m = &inputs.memory;
-    for i in ranked(m.carried.len(), |_| 0) {
+    for i in 0..m.carried.len() {
         out.push(item(
             Section::CarriedActions,
             i,
@@ -188,30 +189,37 @@ pub(super) fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate>
     let s = &inputs.session;
     let (subject, owner) = subject_and_owner(s);
     let mut out = Vec::new();
-    let what = if inputs.transcript {
-        "; the whole transcript, verbatim below"
+    if inputs.transcript {
+        // A transcript is its turns under one header line.
+        out.push(item(
+            Section::Header,
+            0,
+            format!(
+                "# Context bundle: session {}; namespace {}{subject}; {owner} (lease epoch {}); the whole transcript, verbatim below.",
+                s.session_id, s.namespace, s.lease_epoch
+            ),
+        ));
     } else {
-        ""
-    };
-    out.push(item(
-        Section::Header,
-        0,
-        format!("# Context bundle: session {}{what}", s.session_id),
-    ));
-    out.push(item(
-        Section::Header,
-        1,
-        format!(
-            "Namespace {}{subject}; {owner} (lease epoch {}).",
-            s.namespace, s.lease_epoch
-        ),
-    ));
+        out.push(item(
+            Section::Header,
+            0,
+            format!("# Context bundle: session {}", s.session_id),
+        ));
+        out.push(item(
+            Section::Header,
+            1,
+            format!(
+                "Namespace {}{subject}; {owner} (lease epoch {}).",
+                s.namespace, s.lease_epoch
+            ),
+        ));
+    }
     if let Some(sum) = &inputs.summary {
         summary_candidates(sum, inputs.transcript, &mut out);
     }
     if inputs.transcript {
         let m = &inputs.memory;
-        for i in ranked(m.carried.len(), |_| 0) {
+        for i in 0..m.carried.len() {
             out.push(item(
                 Section::CarriedActions,
                 i,

@@ -2,11 +2,9 @@
 //! on, within a token budget.
 //!
 //! - The domain (`memory::gather`) reads the [`Inputs`]: the session, its
-//!   latest summary, the recent turns (walking back from the newest until
-//!   `recent_interactions` user turns or the budget are reached) and the
-//!   older turns the summary does not cover (walking back again, only as
-//!   far as the budget could possibly reach). This module never reads
-//!   storage.
+//!   latest summary as folded and the action statuses set since, the turns
+//!   since the fold (within a bounded window), the subject's memory and
+//!   what was retrieved for the request. This module never reads storage.
 //! - `pack` chooses what fits and renders the text in three parts, from
 //!   the most stable to the most volatile, so that successive bundles of a
 //!   session share their beginning (a prompt cache reuses it):

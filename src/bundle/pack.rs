@@ -277,6 +277,14 @@ fn shown_in_stable(inputs: &Inputs, cands: &[Candidate], choices: &[Choice]) -> 
         .collect()
 }
 
+/// Pending actions (this session's or carried over) and open questions.
+fn is_open_work(c: &Candidate) -> bool {
+    matches!(
+        c.share,
+        Share::Section(Section::PendingActions | Section::CarriedActions | Section::OpenQuestions)
+    )
+}
+
 /// Chooses, in priority order, what of `part` fits in `cap` tokens of
 /// use (shares measured against `allowance`): first within each share's
 /// limit, then, for what a share alone cut, within what is left.
@@ -290,6 +298,8 @@ fn choose(
     headings: &[(Section, Option<Line>)],
 ) {
     let mut deferred = Vec::new();
+    // What the header lines took: not counted against the part's cap.
+    let mut header = 0u64;
     for (i, c) in cands.iter_mut().enumerate() {
         if part_of(c) != part || c.estimate == u64::MAX {
             continue;
@@ -298,15 +308,30 @@ fn choose(
         // (the latter has its reserve).
         let always = c.section == Section::Header && (c.key == 0 || c.key == HEADER_AS_OF as u64);
         let limit = share(c.share).map(|f| (allowance as f64 * f) as u64);
-        let (choice, capped) = state.offer(c, always, enc, (cap, max_bytes), limit, headings);
+        // The first pending action, carried action and open question are
+        // not held back by the part's cap either: only the budget holds
+        // them back.
+        let first_open = is_open_work(c) && !state.taken.contains_key(&c.share);
+        let is_header = c.section == Section::Header;
+        let room = if always || first_open || is_header {
+            allowance
+        } else {
+            (cap + header).min(allowance)
+        };
+        let before = state.used;
+        let (choice, capped) = state.offer(c, always, enc, (room, max_bytes), limit, headings);
+        if is_header {
+            header += state.used - before;
+        }
         if capped {
             deferred.push(i);
         }
         choices[i] = choice;
     }
+    let room = (cap + header).min(allowance);
     for i in deferred {
         let c = &mut cands[i];
-        let (choice, _) = state.offer(c, false, enc, (cap, max_bytes), None, headings);
+        let (choice, _) = state.offer(c, false, enc, (room, max_bytes), None, headings);
         choices[i] = choice;
     }
 }
@@ -343,13 +368,10 @@ impl Chooser {
         };
         let left = allowance.saturating_sub(self.used + head);
         let taken = self.taken.get(&c.share).copied().unwrap_or(0);
-        // The first pending action and the first open question are never
-        // held back by their share: what is still to do comes first.
-        let first_of_open_work = taken == 0
-            && matches!(
-                c.share,
-                Share::Section(Section::PendingActions | Section::OpenQuestions)
-            );
+        // The first pending action (of this session and of earlier ones)
+        // and the first open question are never held back by their share:
+        // what is still to do comes first.
+        let first_of_open_work = taken == 0 && is_open_work(c);
         let share_left = match limit {
             Some(l) if !first_of_open_work => l.saturating_sub(taken + head),
             _ => u64::MAX,

@@ -12,7 +12,7 @@ use super::recall::{recall, Shown};
 use super::{validate, Memory};
 use crate::bundle::{self, Bundle, BundleRequest, Inputs, SubjectMemory, MIN_TURN_COST};
 use crate::error::{Error, Result};
-use crate::model::{ActionStatus, Session};
+use crate::model::{ActionStatus, Role, Session};
 use crate::store::Store;
 
 /// Turns read per store call while walking back.
@@ -141,6 +141,38 @@ fn log_origin(covered: u64, as_of: u64, window: u64) -> u64 {
     covered + 1 + (span - window).div_ceil(step) * step
 }
 
+/// Most turns read back looking for the newest user turn.
+const MAX_INTERACTION_SCAN: u64 = 256;
+
+/// Where the log must start so that it holds the newest interaction: the
+/// turn after the fold, or the newest user turn when a fold covers it.
+/// Reads back from the newest turn, a few turns first; a session with no
+/// user turn among its newest `MAX_INTERACTION_SCAN` starts after the fold
+/// (its newest turn at least).
+fn newest_interaction(
+    store: &dyn Store,
+    ns: &str,
+    session_id: &str,
+    covered: u64,
+    as_of: u64,
+) -> Result<u64> {
+    let after_fold = (covered + 1).min(as_of.max(1));
+    let (mut next, mut size) = (as_of, 8u64);
+    while next >= 1 && as_of - next < MAX_INTERACTION_SCAN {
+        let from = next.saturating_sub(size - 1).max(1);
+        let chunk = store.read_turns(ns, session_id, from, next, size as usize)?;
+        if chunk.is_empty() {
+            return Err(Error::session_not_found(ns, session_id));
+        }
+        if let Some(t) = chunk.iter().rev().find(|t| t.role == Role::User) {
+            return Ok(t.seq.min(after_fold));
+        }
+        next = from - 1;
+        size = READ_CHUNK;
+    }
+    Ok(after_fold)
+}
+
 /// Reads what a bundle of `session_id` within `req`'s budget needs.
 pub(super) fn gather(
     store: &dyn Store,
@@ -190,7 +222,9 @@ pub(super) fn gather(
     let from = if transcript {
         1
     } else {
-        log_origin(covered, as_of, log_window(req.budget_tokens))
+        // The newest interaction is always in, even when a fold covers it.
+        let newest = newest_interaction(store, ns, session_id, covered, as_of)?;
+        log_origin(covered, as_of, log_window(req.budget_tokens)).min(newest)
     };
     // The turns from there, oldest first.
     let mut turns = Vec::new();
