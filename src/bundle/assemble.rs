@@ -251,7 +251,8 @@ pub(super) fn assemble(
     };
     if let Some(s) = summary {
         // The structured copy carries the statuses as they are now (the
-        // text shows a status set since the fold as a line of the log).
+        // text shows a status set since the fold as a line of the log),
+        // and, as the contract says, only actions not done.
         let mut actions = s.pending_actions.clone();
         for a in actions.iter_mut() {
             if let Some(&st) = action_updates.get(&a.action_seq()) {
@@ -259,6 +260,10 @@ pub(super) fn assemble(
             }
         }
         bundle.pending_actions = pick(&actions, chosen(Section::PendingActions));
+        // Those not done (one done since the fold is a line of the log).
+        bundle
+            .pending_actions
+            .retain(|a| a.status != crate::model::ActionStatus::Done);
         bundle.open_questions = pick(&s.open_questions, chosen(Section::OpenQuestions));
         bundle.decisions = pick(&s.decisions, chosen(Section::Decisions));
         bundle.key_facts = pick(&s.key_facts, chosen(Section::KeyFacts));

@@ -84,7 +84,8 @@ pub struct BundleRequest {
     pub query: String,
     /// The agent that will read the bundle.
     pub agent_id: String,
-    /// Interactions kept verbatim; 0 = the default.
+    /// Validated (at most [`MAX_RECENT_INTERACTIONS`]) but no longer sets
+    /// the verbatim window: the log is cut in blocks of tokens (`log.rs`).
     pub recent_interactions: u32,
     /// Most bytes of rendered text (set by the server from its message
     /// limit, so the response fits one message); 0 = no byte limit.
@@ -94,7 +95,8 @@ pub struct BundleRequest {
 }
 
 impl BundleRequest {
-    /// Interactions to keep verbatim (the default when unset).
+    /// Interactions asked to be kept verbatim (the default when unset);
+    /// the layout no longer reads it.
     pub fn interactions(&self) -> u64 {
         u64::from(match self.recent_interactions {
             0 => DEFAULT_RECENT_INTERACTIONS,

@@ -135,7 +135,12 @@ class MnemoSession:
             return []
         if self.context_budget_tokens is not None and session.turn_count > 0:
             items = self._within_budget(self.context_budget_tokens)
-            return items if limit is None else items[-limit:]
+            if limit is None:
+                return items
+            # The newest items: the closing system message is no item.
+            if len(items) > 1 and items[-1].get("role") == "system":
+                items = items[:-1]
+            return items[-limit:]
         first = 0 if limit is None else max(1, session.next_seq - limit)
         return [item_of(t) for t in self._client.list_turns(self.namespace, self.session_id, from_seq=first)]
 
