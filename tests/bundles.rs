@@ -248,6 +248,7 @@ async fn bundles_never_exceed_the_budget_and_account_for_every_turn() {
             );
             assert_eq!(b.as_of_seq, n);
             assert_no_gap(&b);
+            assert_offsets(&b);
             let m = b.manifest.as_ref().unwrap();
             let cut = m.sections.iter().any(|e| e.shortened > 0 || e.omitted > 0);
             assert_eq!(m.complete, !cut);
