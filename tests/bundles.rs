@@ -248,6 +248,7 @@ async fn bundles_never_exceed_the_budget_and_account_for_every_turn() {
             );
             assert_eq!(b.as_of_seq, n);
             assert_no_gap(&b);
+            assert_offsets(&b);
             let m = b.manifest.as_ref().unwrap();
             let cut = m.sections.iter().any(|e| e.shortened > 0 || e.omitted > 0);
             assert_eq!(m.complete, !cut);
@@ -330,8 +331,8 @@ async fn older_question_answer_pairs_are_shortened_after_the_last_eight() {
     assert!(b.manifest.unwrap().complete);
     assert!(!b.rendered_text.contains("Note: to fit"));
 
-    // Twenty, at a budget just short of the whole transcript: the last
-    // eight pairs whole, the twelve before shortened.
+    // Twenty, at a budget just short of the whole transcript: the newest
+    // turns whole, the ones before them shortened, in two blocks of the log.
     qa_session(&mut c, "twenty", 20).await;
     let session = c
         .get_session(pb::GetSessionRequest {
@@ -349,32 +350,45 @@ async fn older_question_answer_pairs_are_shortened_after_the_last_eight() {
         .unwrap();
     assert!(!b.manifest.as_ref().unwrap().transcript);
     let recent: Vec<u64> = b.recent_turns.iter().map(|t| t.seq).collect();
-    assert_eq!(recent, (25..=40).collect::<Vec<_>>());
     let earlier: Vec<u64> = b.earlier_turns.iter().map(|t| t.seq).collect();
-    assert_eq!(earlier, (1..=24).collect::<Vec<_>>());
+    // The verbatim block starts at a question and runs to the newest turn;
+    // the shortened block runs up to it.
+    let first = recent[0];
+    assert!(first % 2 == 1 && recent.len() >= 4, "{recent:?}");
+    assert_eq!(recent, (first..=40).collect::<Vec<_>>());
+    assert_eq!(earlier.last(), Some(&(first - 1)), "{earlier:?}");
+    let e0 = earlier[0];
+    assert_eq!(earlier, (e0..first).collect::<Vec<_>>());
     let text = &b.rendered_text;
     assert!(text.contains("Earlier conversation summary:"));
     assert!(text.contains("Note: to fit"), "shortening is announced");
-    let original = qa_pair(0);
-    let q = &b.earlier_turns[0];
+    // Q&A compression: a question keeps 150 characters; a short answer
+    // stays whole; a long one keeps its first sentence.
+    let q = b.earlier_turns.iter().find(|t| t.seq % 2 == 1).unwrap();
+    let original = qa_pair(((q.seq - 1) / 2) as usize);
     let expected: String = original[0].content.chars().take(150).collect();
     assert_eq!(q.text, format!("{expected}..."));
     assert!(q.shortened);
-    // A short answer stays whole; a long one keeps its first sentence.
-    assert_eq!(b.earlier_turns[1].text, "Short answer 0.");
-    assert!(!b.earlier_turns[1].shortened);
-    assert_eq!(b.earlier_turns[3].text, "First sentence of answer 1.");
-    assert!(b.earlier_turns[3].shortened);
-    assert!(text.contains("First sentence of answer 1."));
-    assert!(!text.contains("First sentence of answer 1. Then"));
+    for a in b.earlier_turns.iter().filter(|t| t.seq % 2 == 0) {
+        let i = (a.seq / 2 - 1) as usize;
+        if i % 2 == 0 {
+            assert_eq!(a.text, format!("Short answer {i}."));
+            assert!(!a.shortened);
+        } else {
+            assert_eq!(a.text, format!("First sentence of answer {i}."));
+            assert!(a.shortened);
+            assert!(!text.contains(&format!("First sentence of answer {i}. Then")));
+        }
+    }
     // The recent pairs are verbatim in the text.
     for t in &b.recent_turns {
         assert!(text.contains(&t.content));
     }
     assert_no_gap(&b);
 
-    // recent_interactions widens the verbatim window.
-    let b = c
+    // recent_interactions no longer moves the verbatim block (the block
+    // rule does, so that successive bundles share their beginning).
+    let b2 = c
         .get_context_bundle(pb::GetContextBundleRequest {
             namespace: "ns".into(),
             session_id: "twenty".into(),
@@ -387,8 +401,7 @@ async fn older_question_answer_pairs_are_shortened_after_the_last_eight() {
         .into_inner()
         .bundle
         .unwrap();
-    assert_eq!(b.recent_turns.len(), 24);
-    assert_eq!(b.earlier_turns.len(), 16);
+    assert_eq!(b2.rendered_text, b.rendered_text);
     server.stop().await;
 }
 
@@ -406,12 +419,13 @@ async fn a_small_budget_keeps_the_newest_turns_and_lists_the_rest() {
     assert!(!m.complete);
     // The newest turn is kept whole.
     assert_eq!(b.recent_turns.last().map(|t| t.seq), Some(120));
+    // The newest interaction is the whole verbatim block.
     let recent = m
         .sections
         .iter()
         .find(|e| e.section == pb::BundleSection::RecentTurns as i32)
         .expect("recent section");
-    assert!(recent.omitted > 0 || recent.shortened > 0);
+    assert!(recent.included >= 1 && recent.omitted == 0);
     let earlier = m
         .sections
         .iter()
@@ -571,5 +585,400 @@ async fn a_huge_budget_still_fits_one_response_message() {
         "newest kept"
     );
     assert_no_gap(&b);
+    server.stop().await;
+}
+
+// ---- Layout for prompt caches: stable part, log, request's part ----
+
+/// The text of a bundle up to a byte offset.
+fn upto(b: &pb::ContextBundle, bytes: u32) -> &str {
+    &b.rendered_text[..bytes as usize]
+}
+
+/// The offsets are exact: counting the text up to each gives its count.
+fn assert_offsets(b: &pb::ContextBundle) {
+    let enc = pb::Encoding::try_from(b.encoding).unwrap_or(pb::Encoding::Cl100kBase);
+    assert!(b.stable_end_bytes <= b.log_end_bytes);
+    assert!(b.log_end_bytes as usize <= b.rendered_text.len());
+    assert_eq!(
+        reference_count(enc, upto(b, b.stable_end_bytes)),
+        b.stable_end_tokens as usize,
+        "stable part offset in\n{}",
+        b.rendered_text
+    );
+    assert_eq!(
+        reference_count(enc, upto(b, b.log_end_bytes)),
+        b.log_end_tokens as usize,
+        "log offset in\n{}",
+        b.rendered_text
+    );
+    assert!(b.stable_end_tokens <= b.log_end_tokens && b.log_end_tokens <= b.token_count);
+    // What a request decides is in the third part only.
+    let head = upto(b, b.log_end_bytes);
+    assert!(!head.contains("Prepared for agent"), "{head}");
+    assert!(!head.contains("Note: to fit"), "{head}");
+    assert!(!head.contains("## Relevant memory"), "{head}");
+    assert!(!head.contains("As of turn"), "{head}");
+}
+
+async fn layout_session(c: &mut Client, id: &str, subject: &str) {
+    c.create_session(pb::CreateSessionRequest {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        subject_id: subject.into(),
+        settings: Some(pb::SessionSettings {
+            // Folds only when asked, and nothing extracted behind the
+            // test's back: what changes part 1 is what the test does.
+            summary_every_turns: 10_000,
+            fact_extraction: pb::FactExtraction::Disabled as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
+async fn fold(c: &mut Client, id: &str) {
+    c.summarize(pb::SummarizeRequest {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        wait: true,
+    })
+    .await
+    .unwrap();
+}
+
+async fn bundle_for(
+    c: &mut Client,
+    id: &str,
+    budget: u32,
+    query: &str,
+    agent: &str,
+) -> pb::ContextBundle {
+    c.get_context_bundle(pb::GetContextBundleRequest {
+        namespace: "ns".into(),
+        session_id: id.into(),
+        budget_tokens: budget,
+        query: query.into(),
+        agent_id: agent.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .bundle
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn successive_bundles_share_their_beginning_and_only_a_fold_or_a_fact_changes_it() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    layout_session(&mut c, "cache", "user:cache").await;
+    for i in 0..20 {
+        c.append_turns(append_req("ns", "cache", qa_pair(i)))
+            .await
+            .unwrap();
+    }
+    fold(&mut c, "cache").await;
+    for i in 20..23 {
+        c.append_turns(append_req("ns", "cache", qa_pair(i)))
+            .await
+            .unwrap();
+    }
+    let budget = 1500;
+    let b1 = bundle_for(&mut c, "cache", budget, "", "").await;
+    assert!(
+        !b1.manifest.as_ref().unwrap().transcript,
+        "{}",
+        b1.rendered_text
+    );
+    assert_offsets(&b1);
+    assert!(b1.stable_end_tokens > 0 && b1.log_end_tokens > b1.stable_end_tokens);
+    assert!(upto(&b1, b1.stable_end_bytes).contains("## Summary"));
+
+    // An append: part 1 byte for byte, part 2 up to the new exchange.
+    let pair = qa_pair(23);
+    c.append_turns(append_req("ns", "cache", pair.clone()))
+        .await
+        .unwrap();
+    let b2 = bundle_for(&mut c, "cache", budget, "", "").await;
+    assert_offsets(&b2);
+    assert_eq!(b2.stable_end_bytes, b1.stable_end_bytes);
+    assert_eq!(b2.stable_end_tokens, b1.stable_end_tokens);
+    assert_eq!(
+        upto(&b2, b2.stable_end_bytes),
+        upto(&b1, b1.stable_end_bytes)
+    );
+    assert!(
+        b2.rendered_text.starts_with(upto(&b1, b1.log_end_bytes)),
+        "before:\n{}\nafter:\n{}",
+        b1.rendered_text,
+        b2.rendered_text
+    );
+    let appended = &b2.rendered_text[b1.log_end_bytes as usize..b2.log_end_bytes as usize];
+    assert!(
+        appended.starts_with("[#47] user user:1: Question 23"),
+        "{appended}"
+    );
+    assert!(appended.contains(&pair[1].content), "{appended}");
+    assert_no_gap(&b2);
+
+    // Another reader and another query change only the third part.
+    let b3 = bundle_for(&mut c, "cache", budget, "answer 3 detail", "agent-x").await;
+    assert_offsets(&b3);
+    assert_eq!(upto(&b3, b3.log_end_bytes), upto(&b2, b2.log_end_bytes));
+    assert!(b3.rendered_text[b3.log_end_bytes as usize..].contains("Prepared for agent agent-x."));
+
+    // A fold changes part 1 (here, with a new pending action) and starts
+    // the log afresh.
+    c.append_turns(append_req(
+        "ns",
+        "cache",
+        vec![turn(
+            pb::Role::Assistant,
+            "agent",
+            "I will send the refund for ORD-4411 by 2026-12-10.",
+        )],
+    ))
+    .await
+    .unwrap();
+    fold(&mut c, "cache").await;
+    let b4 = bundle_for(&mut c, "cache", budget, "", "").await;
+    assert_offsets(&b4);
+    assert_ne!(
+        upto(&b4, b4.stable_end_bytes),
+        upto(&b2, b2.stable_end_bytes)
+    );
+    assert!(
+        upto(&b4, b4.stable_end_bytes).contains("ORD-4411"),
+        "{}",
+        b4.rendered_text
+    );
+    assert!(upto(&b4, b4.log_end_bytes).contains("turns 1–49 are summarized above"));
+    // ...and so does a new fact of the subject, which part 1 then shows.
+    c.put_fact(pb::PutFactRequest {
+        namespace: "ns".into(),
+        subject_id: "user:cache".into(),
+        key: "plan".into(),
+        text: "The customer is on the gold plan.".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let b5 = bundle_for(&mut c, "cache", budget, "", "").await;
+    assert_offsets(&b5);
+    assert_ne!(
+        upto(&b5, b5.stable_end_bytes),
+        upto(&b4, b4.stable_end_bytes)
+    );
+    assert!(upto(&b5, b5.stable_end_bytes).contains("gold plan"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_is_cut_in_rare_big_steps_and_keeps_the_newest_interaction() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    layout_session(&mut c, "long", "").await;
+    let budget = 1500;
+    let mut prev: Option<pb::ContextBundle> = None;
+    let (mut pairs, mut changes) = (0, 0);
+    for i in 0..40 {
+        c.append_turns(append_req("ns", "long", qa_pair(i)))
+            .await
+            .unwrap();
+        let b = bundle_for(&mut c, "long", budget, "", "").await;
+        assert_offsets(&b);
+        assert_no_gap(&b);
+        assert!(b.token_count <= budget);
+        // The newest interaction is always in, verbatim.
+        let newest = qa_pair(i);
+        assert!(
+            b.rendered_text.contains(&newest[0].content),
+            "{}",
+            b.rendered_text
+        );
+        if let Some(p) = &prev {
+            if !b.rendered_text.starts_with(upto(p, p.log_end_bytes)) {
+                changes += 1;
+            }
+            pairs += 1;
+        }
+        prev = Some(b);
+    }
+    let last = prev.unwrap();
+    assert!(
+        !last.manifest.as_ref().unwrap().complete,
+        "the budget cut something"
+    );
+    // The log's start moved, but in blocks: most appends only append.
+    assert!(changes > 0, "the start never moved");
+    assert!(
+        changes * 3 <= pairs,
+        "{changes} changes of the log in {pairs} appends"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_set_between_folds_is_an_appended_line() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    layout_session(&mut c, "acts", "").await;
+    c.append_turns(append_req(
+        "ns",
+        "acts",
+        vec![
+            turn(
+                pb::Role::User,
+                "customer",
+                "My invoice INV-5521 is wrong, it says $120.00 instead of $100.00.",
+            ),
+            turn(
+                pb::Role::Assistant,
+                "agent-a",
+                "I will send the corrected invoice INV-5521 by 2026-12-10.",
+            ),
+        ],
+    ))
+    .await
+    .unwrap();
+    fold(&mut c, "acts").await;
+    // Enough turns after the fold that the session is no transcript.
+    for i in 0..20 {
+        c.append_turns(append_req("ns", "acts", qa_pair(i)))
+            .await
+            .unwrap();
+    }
+    let b1 = bundle_for(&mut c, "acts", 1200, "", "").await;
+    assert!(!b1.manifest.as_ref().unwrap().transcript);
+    let action = b1
+        .pending_actions
+        .iter()
+        .find(|a| a.action.contains("INV-5521"))
+        .unwrap_or_else(|| panic!("{}", b1.rendered_text))
+        .clone();
+    c.update_pending_action(pb::UpdatePendingActionRequest {
+        namespace: "ns".into(),
+        r#ref: Some(pb::PendingActionRef {
+            session_id: "acts".into(),
+            action_seq: action.evidence_seqs[0],
+        }),
+        status: pb::ActionStatus::Done as i32,
+    })
+    .await
+    .unwrap();
+    let b2 = bundle_for(&mut c, "acts", 1200, "", "").await;
+    assert_offsets(&b2);
+    assert_eq!(
+        upto(&b2, b2.stable_end_bytes),
+        upto(&b1, b1.stable_end_bytes)
+    );
+    assert!(b2.rendered_text.starts_with(upto(&b1, b1.log_end_bytes)));
+    let log = &b2.rendered_text[b1.log_end_bytes as usize..b2.log_end_bytes as usize];
+    assert!(log.contains("is now done"), "{}", b2.rendered_text);
+    // The structured copy says how things stand now: not pending any more.
+    assert!(
+        b2.pending_actions
+            .iter()
+            .all(|a| !a.action.contains("INV-5521")),
+        "{:?}",
+        b2.pending_actions
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_and_resumed_session_bundles_follow_the_layout() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    // A session of a subject, closed with an unfinished action and a fact.
+    layout_session(&mut c, "visit-1", "cust-7").await;
+    c.append_turns(append_req(
+        "ns",
+        "visit-1",
+        vec![
+            user_turn("Hi, my charger for order ORD-77120 stopped working."),
+            turn(
+                pb::Role::Assistant,
+                "agent-a",
+                "Sorry about that. I will ship a replacement charger for ORD-77120 by 2026-12-20.",
+            ),
+        ],
+    ))
+    .await
+    .unwrap();
+    c.put_fact(pb::PutFactRequest {
+        namespace: "ns".into(),
+        subject_id: "cust-7".into(),
+        key: "language".into(),
+        text: "Prefers Portuguese.".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.close_session(pb::CloseSessionRequest {
+        namespace: "ns".into(),
+        session_id: "visit-1".into(),
+    })
+    .await
+    .unwrap();
+    episodes_until(&mut c, "ns", "cust-7", 1).await;
+
+    // The resumed subject's next session: its memory is part 1.
+    layout_session(&mut c, "visit-2", "cust-7").await;
+    for i in 0..14 {
+        c.append_turns(append_req("ns", "visit-2", qa_pair(i)))
+            .await
+            .unwrap();
+    }
+    let b = bundle_for(&mut c, "visit-2", 800, "", "").await;
+    assert!(!b.manifest.as_ref().unwrap().transcript);
+    assert_offsets(&b);
+    let stable = upto(&b, b.stable_end_bytes);
+    assert!(
+        stable.contains("Prefers Portuguese."),
+        "{}",
+        b.rendered_text
+    );
+    assert!(
+        stable.contains("## Earlier sessions"),
+        "{}",
+        b.rendered_text
+    );
+    c.append_turns(append_req("ns", "visit-2", qa_pair(14)))
+        .await
+        .unwrap();
+    let b2 = bundle_for(&mut c, "visit-2", 800, "", "").await;
+    assert!(b2.rendered_text.starts_with(upto(&b, b.log_end_bytes)));
+
+    // A handoff's bundle: the same layout, the new owner in part 1 (a
+    // handoff folds), the reader in part 3.
+    let h = c
+        .handoff(pb::HandoffRequest {
+            namespace: "ns".into(),
+            session_id: "visit-2".into(),
+            from_agent: "agent-a".into(),
+            to_agent: "agent-b".into(),
+            reason: "shift change".into(),
+            lease_epoch: b2.lease_epoch,
+            budget_tokens: 800,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let hb = h.bundle.unwrap();
+    assert_offsets(&hb);
+    assert!(upto(&hb, hb.stable_end_bytes).contains("owner agent agent-b"));
+    assert!(hb.rendered_text[hb.log_end_bytes as usize..].contains("Prepared for agent agent-b."));
+    // The next bundle after the handoff shares its beginning.
+    let after = bundle_for(&mut c, "visit-2", 800, "", "agent-b").await;
+    assert_eq!(
+        upto(&after, after.log_end_bytes),
+        upto(&hb, hb.log_end_bytes)
+    );
     server.stop().await;
 }

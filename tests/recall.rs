@@ -388,14 +388,20 @@ async fn a_short_sessions_bundle_is_its_transcript() {
     let m = b.manifest.as_ref().unwrap();
     assert!(m.transcript, "{}", b.rendered_text);
     assert_eq!(b.recent_turns.len(), 100);
+    // One header line first, the point in time last (the request's part,
+    // so that the transcript is a prefix successive bundles share).
     let header = b.rendered_text.lines().next().unwrap();
-    let header_tokens =
-        mnemo::tokens::count(mnemo::model::Encoding::Cl100kBase, &format!("{header}\n")) as u32;
+    let as_of = b.rendered_text.lines().last().unwrap();
+    assert!(as_of.starts_with("As of turn 100"), "{as_of}");
+    let header_tokens = mnemo::tokens::count(
+        mnemo::model::Encoding::Cl100kBase,
+        &format!("{header}\n{as_of}\n"),
+    ) as u32;
     assert!(
         b.token_count <= tokens + header_tokens,
-        "bundle {} > transcript {tokens} + header {header_tokens}",
+        "bundle {} > transcript {tokens} + header and as-of line {header_tokens}",
         b.token_count
     );
-    assert_eq!(b.rendered_text.lines().count(), 101);
+    assert_eq!(b.rendered_text.lines().count(), 102);
     server.stop().await;
 }

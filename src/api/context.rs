@@ -158,6 +158,10 @@ impl From<Bundle> for pb::ContextBundle {
             facts: b.facts.into_iter().map(Into::into).collect(),
             episodes: b.episodes.into_iter().map(Into::into).collect(),
             recalled: b.recalled.into_iter().map(Into::into).collect(),
+            stable_end_tokens: b.stable_end.tokens,
+            stable_end_bytes: b.stable_end.bytes,
+            log_end_tokens: b.log_end.tokens,
+            log_end_bytes: b.log_end.bytes,
             manifest: Some(pb::BundleManifest {
                 sections: b.manifest.sections.into_iter().map(Into::into).collect(),
                 summary_version: b.manifest.summary_version,

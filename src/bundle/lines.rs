@@ -45,11 +45,6 @@ impl Line {
 /// The share of the budget a candidate draws on while sections compete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Share {
-    /// The newest interaction (the last user turn and what followed),
-    /// kept before anything else, with no limit but the budget.
-    Last,
-    /// The interaction before it, kept next, within a share.
-    Newest,
     /// Its section's share.
     Section(Section),
     /// The neighbour of a retrieved turn, completing its question/answer

@@ -2,43 +2,59 @@
 //! on, within a token budget.
 //!
 //! - The domain (`memory::gather`) reads the [`Inputs`]: the session, its
-//!   latest summary, the recent turns (walking back from the newest until
-//!   `recent_interactions` user turns or the budget are reached) and the
-//!   older turns the summary does not cover (walking back again, only as
-//!   far as the budget could possibly reach). This module never reads
-//!   storage.
-//! - `pack` chooses what fits, section by section in priority order, renders
-//!   the text and measures it with the real tokenizer; `compress` shortens
-//!   older turns.
+//!   latest summary as folded and the action statuses set since, the turns
+//!   since the fold (within a bounded window), the subject's memory and
+//!   what was retrieved for the request. This module never reads storage.
+//! - `pack` chooses what fits and renders the text in three parts, from
+//!   the most stable to the most volatile, so that successive bundles of a
+//!   session share their beginning (a prompt cache reuses it):
+//!   1. **stable**: the header (session, subject, owner), the subject's
+//!      carried-over actions, facts and episodes, then the running summary
+//!      and its sections: it changes only when the session is folded or the
+//!      subject's memory changes. It holds nothing a request decides (no
+//!      turn count, no reader, no query ranking, no budget note), and what
+//!      of it fits depends only on the budget.
+//!   2. **log** (`log`): the turns since the fold, append-only; cut in rare
+//!      big steps (a block of the oldest turns at once).
+//!   3. **request**: memory retrieved for the request, the point in time,
+//!      the reader, and the note on what the budget cut.
+//!
+//!   [`Bundle::stable_end`] and [`Bundle::log_end`] say where the first
+//!   two parts end (in tokens, exactly, and bytes).
+//! - `compress` shortens older turns.
 //!
 //! Every turn through `as_of_seq` ends up covered by the summary, included
 //! (whole or shortened) or listed as omitted in the manifest.
 //!
 //! A session with a subject also brings the subject's long-term memory:
 //! pending actions carried over from its past sessions, its current facts
-//! and its past episodes, each read with a fixed cap and ranked like the
-//! summary's items.
+//! and its past episodes, each read with a fixed cap.
 //!
 //! Memory that bears on the request is retrieved by the domain (the
 //! search index over this session's older turns, the subject's other
 //! sessions, facts and episodes) and shown verbatim with a citation in
 //! its own section ([`Section::Recalled`]).
 //!
-//! No section crowds out the rest: while sections compete, each may take
-//! only its share of the budget (the newest interaction is kept first);
-//! what the shares left over then goes to what they cut, in priority order.
-//! A session whose whole transcript fits is given as that transcript under
-//! a one-line header, never as summary plus transcript.
+//! No section crowds out the rest: the stable part takes at most a fixed
+//! share of the budget, each of its sections a share of that; the log
+//! takes a fixed share of what is left; retrieved memory what remains.
+//! A session whose whole transcript fits is given as that transcript
+//! (the log, from turn 1) under a one-line header, never as summary plus
+//! transcript.
 
+mod assemble;
 mod candidates;
 pub mod compress;
 mod lines;
+mod log;
 mod pack;
 mod recalled;
 
+use std::collections::BTreeMap;
+
 use crate::model::{
-    CarriedAction, Decision, Encoding, Episode, Fact, KeyFact, OpenQuestion, PendingAction, Role,
-    Session, SessionSummary, Turn,
+    ActionStatus, CarriedAction, Decision, Encoding, Episode, Fact, KeyFact, OpenQuestion,
+    PendingAction, Role, Session, SessionSummary, Turn,
 };
 
 /// Smallest budget a bundle may be asked for.
@@ -68,7 +84,8 @@ pub struct BundleRequest {
     pub query: String,
     /// The agent that will read the bundle.
     pub agent_id: String,
-    /// Interactions kept verbatim; 0 = the default.
+    /// Validated (at most [`MAX_RECENT_INTERACTIONS`]) but no longer sets
+    /// the verbatim window: the log is cut in blocks of tokens (`log.rs`).
     pub recent_interactions: u32,
     /// Most bytes of rendered text (set by the server from its message
     /// limit, so the response fits one message); 0 = no byte limit.
@@ -78,7 +95,8 @@ pub struct BundleRequest {
 }
 
 impl BundleRequest {
-    /// Interactions to keep verbatim (the default when unset).
+    /// Interactions asked to be kept verbatim (the default when unset);
+    /// the layout no longer reads it.
     pub fn interactions(&self) -> u64 {
         u64::from(match self.recent_interactions {
             0 => DEFAULT_RECENT_INTERACTIONS,
@@ -296,6 +314,31 @@ pub struct Bundle {
     pub recalled: Vec<Recalled>,
     /// What was included, shortened and left out.
     pub manifest: Manifest,
+    /// Where the stable part ends in `rendered_text`.
+    pub stable_end: Offset,
+    /// Where the log ends (the request's part begins).
+    pub log_end: Offset,
+}
+
+/// A position in a bundle's text: the tokens of the text before it (exact:
+/// counting that prefix gives this number) and its byte offset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offset {
+    /// Tokens of the text before it, in the bundle's encoding.
+    pub tokens: u32,
+    /// Bytes (UTF-8) of the text before it.
+    pub bytes: u32,
+}
+
+/// The three parts of a bundle's text, most stable first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Part {
+    /// Changes with a fold or the subject's memory.
+    Stable,
+    /// The turns since the fold, append-only.
+    Log,
+    /// What the request decides.
+    Request,
 }
 
 /// What a bundle is packed from, as the domain gathered it (see
@@ -305,21 +348,23 @@ pub struct Bundle {
 pub struct Inputs {
     /// The session as read for the bundle.
     pub session: Session,
-    /// Its latest summary, with client-set action statuses applied.
+    /// Its latest summary, as folded (statuses set since are in
+    /// `action_updates`).
     pub summary: Option<SessionSummary>,
-    /// The recent window, oldest first.
-    pub recent: Vec<Turn>,
-    /// Unsummarized turns older than the window that were read, oldest
-    /// first.
-    pub earlier: Vec<Turn>,
-    /// Unsummarized turns older than those, not read: the budget could not
-    /// reach them.
+    /// Its latest summary's pending actions' statuses set since the fold
+    /// (UpdatePendingAction), by action seq: shown as lines of the log.
+    pub action_updates: BTreeMap<u64, ActionStatus>,
+    /// The turns since the fold that were read (all of them through the
+    /// newest, or a window of them in fixed steps: see `memory::gather`),
+    /// oldest first.
+    pub turns: Vec<Turn>,
+    /// Unsummarized turns older than those, not read.
     pub unread: Option<SeqRange>,
     /// The subject's long-term memory (empty without a subject).
     pub memory: SubjectMemory,
     /// Memory retrieved for the request, best first.
     pub recalled: Vec<Recalled>,
-    /// The whole session is in `recent`, and fits: render it as its
+    /// The whole session is in `turns`, and fits: render it as its
     /// transcript.
     pub transcript: bool,
 }

@@ -1,42 +1,57 @@
-//! Fitting a bundle into its budget. Every candidate line (a summary item,
-//! a turn, retrieved memory, or an item of the subject's memory) is offered
-//! in priority order: header, the newest interactions, pending actions,
-//! carried-over actions, open questions, retrieved memory, decisions,
-//! summary, key facts, the subject's facts, the other recent turns (newest
-//! first), past episodes, earlier turns (newest first). A line is taken
-//! whole if it fits, else in its short form if it has one, else left out
-//! and counted in the manifest.
+//! Fitting a bundle into its budget, in three parts (see the module doc):
+//!
+//! 1. the stable part: every candidate line (header, the subject's memory,
+//!    the summary's items) is offered in a fixed priority order, within at
+//!    most [`STABLE_SHARE`] of the budget; a line is taken whole if it
+//!    fits, else in its short form if it has one, else left out and
+//!    counted in the manifest. What fits depends only on the lines and the
+//!    budget, so this part is the same for every request between two folds.
+//! 2. the log of turns since the fold (`log.rs`), within [`LOG_SHARE`] of
+//!    what the stable part left;
+//! 3. the request's part: retrieved memory, the point in time, the reader,
+//!    then the note on what was cut, within what is left.
 //!
 //! While sections compete, each may take only its share of the budget
 //! ([`share`]); a line cut by its share alone is offered again, in
-//! priority order, once every section had its turn.
+//! priority order, once every section of its part had its turn.
 //!
 //! Counting is exact and additive: every line ends with a newline and no
 //! line starts with whitespace (or '/'), and the OpenAI pre-tokenizers never
 //! join a newline run with a non-space character after it, so the tokens of
 //! the text are the sum of its lines' tokens, each measured once with the
-//! real tokenizer. The text is never measured twice (debug builds check the
-//! sum against a full count, and the property test against tiktoken-rs),
-//! and the result is never over budget.
+//! real tokenizer, and the tokens of any prefix of whole lines the sum of
+//! its lines' (which is what makes the part offsets exact). The text is
+//! never measured twice (debug builds check the sum against a full count,
+//! and the property test against tiktoken-rs), and the result is never
+//! over budget.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
-use super::candidates::candidates;
-use super::compress;
+use super::assemble::assemble;
+use super::candidates::{as_of_line, candidates, part_of, HEADER_AS_OF};
 use super::lines::{Candidate, Line, Share};
-use super::{
-    Bundle, BundleRequest, CompressedTurn, Inputs, Manifest, ManifestEntry, RecalledItem, Section,
-    SeqRange,
-};
-use crate::model::{Encoding, Turn};
+use super::log::{self, LogPlan, Shown};
+use super::recalled::KEY_STRIDE;
+use super::{Bundle, BundleRequest, Inputs, Offset, Part, RecalledItem, Section};
+use crate::model::Encoding;
 use crate::tokens;
 
 /// The heading of the shortened older turns (from the Q&A truncation
 /// scheme agents are used to).
 pub const EARLIER_HEADING: &str = "Earlier conversation summary:";
 
+/// Most of the budget (after the reserves) the stable part may take.
+const STABLE_SHARE: f64 = 0.3;
+/// Most of what the stable part left that the log may take; the rest is
+/// for the request's part (retrieved memory first).
+const LOG_SHARE: f64 = 0.6;
+
+/// Most of the budget (after the reserves) memory retrieved without a
+/// query (for the newest user turn) may take.
+const UNASKED_RECALL_SHARE: f64 = 0.05;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Choice {
+pub(super) enum Choice {
     Full,
     Short,
     Omitted,
@@ -54,18 +69,15 @@ fn heading(section: Section) -> &'static str {
         Section::KeyFacts => "## Key facts",
         Section::Facts => "## Known facts about the subject",
         Section::Episodes => "## Earlier sessions",
-        Section::RecentTurns => "## Recent turns (verbatim)",
+        Section::RecentTurns => "",
         Section::EarlierTurns => EARLIER_HEADING,
     }
 }
 
-/// Most of the budget (after the note) a share may take while sections
-/// compete; `None` = no limit but the budget. Set by measurement on the
-/// retrieval development set (see `benches/retrieval.rs`).
+/// Most of the budget (after the reserves) a share may take while
+/// sections compete; `None` = no limit but its part's.
 fn share(share: Share) -> Option<f64> {
     Some(match share {
-        Share::Last => return None,
-        Share::Newest => 0.25,
         Share::Neighbour => 0.10,
         Share::Section(s) => match s {
             Section::Header | Section::RecentTurns | Section::EarlierTurns => return None,
@@ -78,39 +90,56 @@ fn share(share: Share) -> Option<f64> {
     })
 }
 
-/// Sections in reading order.
-const READING_ORDER: [Section; 12] = [
+/// Sections of the stable part in reading order: what changes least
+/// first (carried actions and episodes change when another session ends;
+/// a fold may add facts, adds to the summary's lists and rewrites its
+/// prose).
+const STABLE_ORDER: [Section; 9] = [
     Section::Header,
-    Section::Summary,
-    Section::PendingActions,
     Section::CarriedActions,
-    Section::OpenQuestions,
-    Section::Decisions,
-    Section::KeyFacts,
-    Section::Facts,
-    Section::Recalled,
     Section::Episodes,
-    Section::EarlierTurns,
-    Section::RecentTurns,
+    Section::Facts,
+    Section::KeyFacts,
+    Section::Decisions,
+    Section::PendingActions,
+    Section::OpenQuestions,
+    Section::Summary,
 ];
+
+/// The log's heading: which fold it follows (the same between two folds).
+fn log_heading(inputs: &Inputs) -> Option<Line> {
+    if inputs.transcript {
+        return None;
+    }
+    Some(Line::new(match &inputs.summary {
+        Some(s) => format!(
+            "## Conversation since summary v{} (turns 1–{} are summarized above)",
+            s.version, s.covers_through_seq
+        ),
+        None => "## Conversation".to_owned(),
+    }))
+}
 
 pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
     let enc = req.encoding.unwrap_or(inputs.session.settings.encoding);
     let budget = u64::from(req.budget_tokens);
     let mut cands = candidates(&inputs, req);
     let unread = inputs.unread.map_or(0, |(a, b)| b - a + 1);
-    // The note's count with the largest numbers bounds it with any.
+    // The note's count with the largest numbers bounds it with any, and
+    // the as-of line's likewise: both are kept out of every part's room.
     let note_reserve =
         u64::from(Line::new(note(req.budget_tokens, u32::MAX, u64::MAX)).tokens(enc));
-    let mut headings: Vec<(Section, Option<Line>)> = READING_ORDER
+    let as_of_reserve =
+        u64::from(Line::new(as_of_line(u64::MAX, inputs.session.state)).tokens(enc));
+    let allowance = budget.saturating_sub(note_reserve + as_of_reserve);
+    let mut headings: Vec<(Section, Option<Line>)> = STABLE_ORDER
         .iter()
+        .chain(&[Section::Recalled])
         .map(|&s| {
             (
                 s,
                 Some(heading(s))
                     .filter(|h| !h.is_empty())
-                    // A transcript is its one-line header and its turns.
-                    .filter(|_| !(inputs.transcript && s == Section::RecentTurns))
                     .map(|h| Line::new(h.to_owned())),
             )
         })
@@ -122,63 +151,189 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
         0 => usize::MAX,
         n => n,
     };
-    let choices = choose(
-        &mut cands,
-        enc,
-        (budget.saturating_sub(note_reserve), max_bytes),
-        &headings,
-    );
-    let (text, count, (shortened, omitted)) =
-        render_text(&cands, &choices, &headings, enc, req.budget_tokens, unread);
-    debug_assert_eq!(
-        count,
-        tokens::count(enc, &text) as u64,
-        "line counts add up"
-    );
-    debug_assert!(count <= budget, "{count} tokens over a budget of {budget}");
-    assemble(
-        inputs,
-        req,
-        enc,
-        cands,
-        choices,
-        text,
-        count,
-        (shortened, omitted),
-    )
-}
-
-/// Chooses, in priority order, what fits in `allowance` tokens: first
-/// within each share's limit, then, for what a share alone cut, within
-/// what is left.
-fn choose(
-    cands: &mut [Candidate],
-    enc: Encoding,
-    (allowance, max_bytes): (u64, usize),
-    headings: &[(Section, Option<Line>)],
-) -> Vec<Choice> {
     let mut state = Chooser {
         used: 0,
         bytes: 0,
         headed: HashSet::new(),
         taken: std::collections::HashMap::new(),
     };
-    let mut choices = Vec::with_capacity(cands.len());
+    let mut choices = vec![Choice::Omitted; cands.len()];
+    let stable_cap = (allowance as f64 * STABLE_SHARE) as u64;
+    choose(
+        &mut cands,
+        &mut choices,
+        Part::Stable,
+        &mut state,
+        enc,
+        (allowance, stable_cap, max_bytes),
+        &headings,
+    );
+    // The log, within its share of what the stable part left (a
+    // transcript, which fits, takes all of it).
+    let rest = allowance.saturating_sub(state.used);
+    let share = if inputs.transcript { 1.0 } else { LOG_SHARE };
+    let plan = log::plan(
+        &inputs,
+        enc,
+        (rest as f64 * share) as u64,
+        rest,
+        max_bytes.saturating_sub(state.bytes),
+        log_heading(&inputs),
+    );
+    state.used += plan.tokens;
+    state.bytes += plan.bytes;
+    // Retrieved memory already shown by the stable part is not repeated.
+    let shown_above = shown_in_stable(&inputs, &cands, &choices);
+    for (c, ch) in cands.iter_mut().zip(choices.iter_mut()) {
+        if c.section == Section::Recalled && shown_above.contains(&((c.key / KEY_STRIDE) as usize))
+        {
+            *ch = Choice::Omitted;
+            c.estimate = u64::MAX;
+        }
+    }
+    // Without a query, memory is retrieved for the newest user turn: a
+    // new pick at every append. It gets a small share then, so that most
+    // of each bundle is what the previous one began with; a query asks
+    // for memory, and gets all that is left.
+    let request_cap = if req.query.trim().is_empty() {
+        state.used + as_of_reserve + (allowance as f64 * UNASKED_RECALL_SHARE) as u64
+    } else {
+        allowance
+    };
+    choose(
+        &mut cands,
+        &mut choices,
+        Part::Request,
+        &mut state,
+        enc,
+        (allowance, request_cap.min(allowance), max_bytes),
+        &headings,
+    );
+    let (text, count, (shortened, omitted), (stable_end, log_end)) = render_text(
+        &cands,
+        &choices,
+        &plan,
+        &headings,
+        enc,
+        req.budget_tokens,
+        unread,
+        &shown_above,
+    );
+    debug_assert_eq!(
+        count,
+        tokens::count(enc, &text) as u64,
+        "line counts add up"
+    );
+    debug_assert_eq!(
+        u64::from(stable_end.tokens),
+        tokens::count(enc, &text[..stable_end.bytes as usize]) as u64,
+        "the stable part's offset is exact"
+    );
+    debug_assert!(count <= budget, "{count} tokens over a budget of {budget}");
+    let mut bundle = assemble(
+        inputs,
+        req,
+        enc,
+        (&cands, &choices, &plan),
+        text,
+        count,
+        (shortened, omitted),
+        &shown_above,
+    );
+    bundle.stable_end = stable_end;
+    bundle.log_end = log_end;
+    bundle
+}
+
+/// Retrieved items (by position) that the stable part already shows: a
+/// fact or an episode of the subject.
+fn shown_in_stable(inputs: &Inputs, cands: &[Candidate], choices: &[Choice]) -> HashSet<usize> {
+    let picked = |section: Section| -> HashSet<usize> {
+        cands
+            .iter()
+            .zip(choices)
+            .filter(|(c, &ch)| c.section == section && ch != Choice::Omitted)
+            .map(|(c, _)| c.key as usize)
+            .collect()
+    };
+    let facts: HashSet<&str> = picked(Section::Facts)
+        .into_iter()
+        .map(|k| inputs.memory.facts[k].fact_id.as_str())
+        .collect();
+    let episodes: HashSet<&str> = picked(Section::Episodes)
+        .into_iter()
+        .map(|k| inputs.memory.episodes[k].session_id.as_str())
+        .collect();
+    inputs
+        .recalled
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| match &r.item {
+            RecalledItem::Fact(f) => facts.contains(f.fact_id.as_str()),
+            RecalledItem::Episode(e) => episodes.contains(e.session_id.as_str()),
+            RecalledItem::Turns { .. } => false,
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Pending actions (this session's or carried over) and open questions.
+fn is_open_work(c: &Candidate) -> bool {
+    matches!(
+        c.share,
+        Share::Section(Section::PendingActions | Section::CarriedActions | Section::OpenQuestions)
+    )
+}
+
+/// Chooses, in priority order, what of `part` fits in `cap` tokens of
+/// use (shares measured against `allowance`): first within each share's
+/// limit, then, for what a share alone cut, within what is left.
+fn choose(
+    cands: &mut [Candidate],
+    choices: &mut [Choice],
+    part: Part,
+    state: &mut Chooser,
+    enc: Encoding,
+    (allowance, cap, max_bytes): (u64, u64, usize),
+    headings: &[(Section, Option<Line>)],
+) {
     let mut deferred = Vec::new();
+    // What the header lines took: not counted against the part's cap.
+    let mut header = 0u64;
     for (i, c) in cands.iter_mut().enumerate() {
+        if part_of(c) != part || c.estimate == u64::MAX {
+            continue;
+        }
+        // The header's first line and the as-of line are always kept
+        // (the latter has its reserve).
+        let always = c.section == Section::Header && (c.key == 0 || c.key == HEADER_AS_OF as u64);
         let limit = share(c.share).map(|f| (allowance as f64 * f) as u64);
-        let (choice, capped) = state.offer(c, i == 0, enc, (allowance, max_bytes), limit, headings);
+        // The first pending action, carried action and open question are
+        // not held back by the part's cap either: only the budget holds
+        // them back.
+        let first_open = is_open_work(c) && !state.taken.contains_key(&c.share);
+        let is_header = c.section == Section::Header;
+        let room = if always || first_open || is_header {
+            allowance
+        } else {
+            (cap + header).min(allowance)
+        };
+        let before = state.used;
+        let (choice, capped) = state.offer(c, always, enc, (room, max_bytes), limit, headings);
+        if is_header {
+            header += state.used - before;
+        }
         if capped {
             deferred.push(i);
         }
-        choices.push(choice);
-    }
-    for i in deferred {
-        let c = &mut cands[i];
-        let (choice, _) = state.offer(c, false, enc, (allowance, max_bytes), None, headings);
         choices[i] = choice;
     }
-    choices
+    let room = (cap + header).min(allowance);
+    for i in deferred {
+        let c = &mut cands[i];
+        let (choice, _) = state.offer(c, false, enc, (room, max_bytes), None, headings);
+        choices[i] = choice;
+    }
 }
 
 /// What the choices so far have spent.
@@ -213,13 +368,10 @@ impl Chooser {
         };
         let left = allowance.saturating_sub(self.used + head);
         let taken = self.taken.get(&c.share).copied().unwrap_or(0);
-        // The first pending action and the first open question are never
-        // held back by their share: what is still to do comes first.
-        let first_of_open_work = taken == 0
-            && matches!(
-                c.share,
-                Share::Section(Section::PendingActions | Section::OpenQuestions)
-            );
+        // The first pending action (of this session and of earlier ones)
+        // and the first open question are never held back by their share:
+        // what is still to do comes first.
+        let first_of_open_work = taken == 0 && is_open_work(c);
         let share_left = match limit {
             Some(l) if !first_of_open_work => l.saturating_sub(taken + head),
             _ => u64::MAX,
@@ -283,14 +435,9 @@ impl Chooser {
     }
 }
 
-/// Whether a choice lost anything: a short form that is lossy, or an
-/// earlier turn's (only) form when shortening cut it.
-fn is_shortened(c: &Candidate, choice: Choice) -> bool {
-    match choice {
-        Choice::Short => c.short_lossy,
-        Choice::Full => c.section == Section::EarlierTurns && c.short_lossy,
-        Choice::Omitted => false,
-    }
+/// Whether a choice lost anything: a lossy short form.
+pub(super) fn is_shortened(c: &Candidate, choice: Choice) -> bool {
+    choice == Choice::Short && c.short_lossy
 }
 
 fn note(budget: u32, shortened: u32, omitted: u64) -> String {
@@ -299,305 +446,108 @@ fn note(budget: u32, shortened: u32, omitted: u64) -> String {
     )
 }
 
-/// The text in reading order, its token count, and the counts of
-/// shortened and omitted items.
+/// Counts of what the log shortened and left out.
+fn log_cuts(plan: &LogPlan) -> (u32, u64) {
+    let mut shortened = 0u32;
+    let mut omitted = 0u64;
+    for s in &plan.shown {
+        match s {
+            Shown::Short(true) | Shown::Earlier(true) => shortened += 1,
+            Shown::Omitted => omitted += 1,
+            _ => {}
+        }
+    }
+    (shortened, omitted)
+}
+
+/// The text (stable part, log, request's part, note), its token count,
+/// the counts of shortened and omitted items, and where the first two
+/// parts end.
+#[allow(clippy::too_many_arguments)]
 fn render_text(
     cands: &[Candidate],
     choices: &[Choice],
+    plan: &LogPlan,
     headings: &[(Section, Option<Line>)],
     enc: Encoding,
     budget: u32,
     unread: u64,
-) -> (String, u64, (u32, u64)) {
-    let mut shortened = 0u32;
-    let mut omitted = unread;
+    shown_above: &HashSet<usize>,
+) -> (String, u64, (u32, u64), (Offset, Offset)) {
+    let (mut shortened, mut omitted) = log_cuts(plan);
+    omitted += unread;
     for (c, &ch) in cands.iter().zip(choices) {
+        let above = c.section == Section::Recalled
+            && shown_above.contains(&((c.key / KEY_STRIDE) as usize));
         match ch {
-            Choice::Omitted => omitted += 1,
+            Choice::Omitted if !above => omitted += 1,
             _ if is_shortened(c, ch) => shortened += 1,
             _ => {}
         }
     }
-    let mut note_line = Line::new(note(budget, shortened, omitted));
     let mut text = String::new();
     let mut count = 0u64;
-    let mut push = |line: &Line| {
+    let push = |text: &mut String, line: &Line| {
         text.push_str(&line.text);
-        count += u64::from(line.tokens.unwrap_or(0));
+        u64::from(line.tokens.unwrap_or(0))
     };
-    for (section, head) in headings {
+    let offset = |text: &str, count: u64| Offset {
+        tokens: u32::try_from(count).unwrap_or(u32::MAX),
+        bytes: u32::try_from(text.len()).unwrap_or(u32::MAX),
+    };
+    let section_lines = |section: Section, part: Part| -> Vec<&Line> {
         let mut picked: Vec<(u64, &Line)> = cands
             .iter()
             .zip(choices)
-            .filter(|(c, _)| c.section == *section)
+            .filter(|(c, _)| c.section == section && part_of(c) == part)
             .filter_map(|(c, &ch)| match ch {
                 Choice::Full => Some((c.key, &c.full)),
                 Choice::Short => c.short.as_ref().map(|s| (c.key, s)),
                 Choice::Omitted => None,
             })
             .collect();
-        if picked.is_empty() {
-            continue;
-        }
         picked.sort_by_key(|(k, _)| *k);
-        if let Some(h) = head {
-            push(h);
-        }
-        for (_, line) in picked {
-            push(line);
-        }
-        if *section == Section::Header && (shortened > 0 || omitted > 0) {
-            note_line.tokens(enc);
-            push(&note_line);
-        }
-    }
-    (text, count, (shortened, omitted))
-}
-
-/// The retrieved memory that made it in, each item with the turns of it
-/// that fit, and its manifest entry counted by item: included whole,
-/// shortened (a neighbour did not fit) or left out.
-fn recalled_items(
-    bundle: &mut Bundle,
-    recalled: Vec<super::Recalled>,
-    cands: &[Candidate],
-    choices: &[Choice],
-) {
-    use super::recalled::KEY_STRIDE;
-    let mut hit = vec![false; recalled.len()];
-    let mut kept: Vec<Vec<u64>> = vec![Vec::new(); recalled.len()];
-    let mut lost = vec![false; recalled.len()];
-    for (c, &ch) in cands.iter().zip(choices) {
-        if c.section != Section::Recalled {
-            continue;
-        }
-        let i = (c.key / KEY_STRIDE) as usize;
-        let is_hit = c.key % KEY_STRIDE == 1;
-        match (ch, is_hit) {
-            (Choice::Omitted, false) => lost[i] = true,
-            (_, false) => kept[i].push(c.key % KEY_STRIDE),
-            (Choice::Omitted, true) => {}
-            (_, true) => hit[i] = true,
-        }
-    }
-    let (mut included, mut shortened, mut omitted) = (0u32, 0u32, 0u32);
-    for (i, mut r) in recalled.into_iter().enumerate() {
-        if !hit[i] {
-            omitted += 1;
-            bundle.manifest.recalled_left_out.push(r.reference());
-            continue;
-        }
-        if let RecalledItem::Turns { hit_seq, turns, .. } = &mut r.item {
-            let hit_seq = *hit_seq;
-            let places = &kept[i];
-            turns.retain(|t| {
-                t.seq == hit_seq
-                    || (t.seq < hit_seq && places.contains(&0))
-                    || (t.seq > hit_seq && places.contains(&2))
-            });
-        }
-        if lost[i] {
-            shortened += 1;
-        } else {
-            included += 1;
-        }
-        bundle.recalled.push(r);
-    }
-    if let Some(e) = bundle
-        .manifest
-        .sections
-        .iter_mut()
-        .find(|e| e.section == Section::Recalled)
-    {
-        e.available = included + shortened + omitted;
-        (e.included, e.shortened, e.omitted) = (included, shortened, omitted);
-    }
-}
-
-/// Seqs as inclusive ranges.
-fn ranges(seqs: impl IntoIterator<Item = u64>) -> Vec<SeqRange> {
-    let sorted: BTreeSet<u64> = seqs.into_iter().collect();
-    let mut out: Vec<SeqRange> = Vec::new();
-    for s in sorted {
-        match out.last_mut() {
-            Some((_, last)) if *last + 1 == s => *last = s,
-            _ => out.push((s, s)),
-        }
-    }
-    out
-}
-
-#[allow(clippy::too_many_arguments)]
-fn assemble(
-    inputs: Inputs,
-    req: &BundleRequest,
-    enc: Encoding,
-    cands: Vec<Candidate>,
-    choices: Vec<Choice>,
-    text: String,
-    count: u64,
-    (shortened, omitted): (u32, u64),
-) -> Bundle {
-    let Inputs {
-        session,
-        summary,
-        recent,
-        earlier,
-        unread,
-        memory,
-        recalled,
-        transcript,
-    } = inputs;
-    let mut sections: Vec<ManifestEntry> = Vec::new();
-    for (c, &ch) in cands.iter().zip(&choices) {
-        // The newest turns come early and the other recent turns later:
-        // one entry per section all the same.
-        let pos = match sections.iter().position(|e| e.section == c.section) {
-            Some(p) => p,
-            None => {
-                sections.push(ManifestEntry::new(c.section));
-                sections.len() - 1
-            }
-        };
-        let e = &mut sections[pos];
-        e.available += 1;
-        let lossy = is_shortened(c, ch);
-        match ch {
-            Choice::Omitted => e.omitted += 1,
-            _ if lossy => e.shortened += 1,
-            _ => e.included += 1,
-        }
-        e.tokens += match ch {
-            Choice::Full => c.full.tokens.unwrap_or(0),
-            Choice::Short => c.short.as_ref().and_then(|s| s.tokens).unwrap_or(0),
-            Choice::Omitted => 0,
-        };
-    }
-    // Fill the seq ranges of the turn sections.
-    for e in sections.iter_mut() {
-        if !matches!(e.section, Section::RecentTurns | Section::EarlierTurns) {
-            continue;
-        }
-        let of = |want: &dyn Fn(&Candidate, Choice) -> bool| {
-            ranges(
-                cands
-                    .iter()
-                    .zip(&choices)
-                    .filter(|(c, &ch)| c.section == e.section && want(c, ch))
-                    .map(|(c, _)| c.key),
-            )
-        };
-        e.included_seqs = of(&|c, ch| ch != Choice::Omitted && !is_shortened(c, ch));
-        e.shortened_seqs = of(&|c, ch| is_shortened(c, ch));
-        e.omitted_seqs = of(&|_, ch| ch == Choice::Omitted);
-    }
-    if let Some((a, b)) = unread {
-        let n = u32::try_from(b - a + 1).unwrap_or(u32::MAX);
-        let pos = sections
-            .iter()
-            .position(|e| e.section == Section::EarlierTurns)
-            .unwrap_or_else(|| {
-                sections.push(ManifestEntry::new(Section::EarlierTurns));
-                sections.len() - 1
-            });
-        let e = &mut sections[pos];
-        e.available = e.available.saturating_add(n);
-        e.omitted = e.omitted.saturating_add(n);
-        e.omitted_seqs.insert(0, (a, b));
-    }
-
-    // The structured fields: exactly what the text holds.
-    let chosen = |section: Section| -> Vec<usize> {
-        let mut v: Vec<usize> = cands
-            .iter()
-            .zip(&choices)
-            .filter(|(c, &ch)| c.section == section && ch != Choice::Omitted)
-            .map(|(c, _)| c.key as usize)
-            .collect();
-        v.sort_unstable();
-        v
+        picked.into_iter().map(|(_, l)| l).collect()
     };
-    // The items of one section that made it in, in display order.
-    fn pick<T: Clone>(items: &[T], keys: Vec<usize>) -> Vec<T> {
-        keys.into_iter().map(|k| items[k].clone()).collect()
-    }
-    let mut bundle = Bundle {
-        as_of_seq: session.last_seq(),
-        encoding: enc,
-        budget_tokens: req.budget_tokens,
-        token_count: u32::try_from(count).unwrap_or(u32::MAX),
-        rendered_text: text,
-        user_intent: String::new(),
-        prose: String::new(),
-        pending_actions: Vec::new(),
-        open_questions: Vec::new(),
-        decisions: Vec::new(),
-        key_facts: Vec::new(),
-        recent_turns: Vec::new(),
-        earlier_turns: Vec::new(),
-        carried_actions: Vec::new(),
-        facts: Vec::new(),
-        episodes: Vec::new(),
-        recalled: Vec::new(),
-        manifest: Manifest {
-            complete: shortened == 0 && omitted == 0,
-            recalled_left_out: Vec::new(),
-            transcript,
-            sections,
-            summary_version: summary.as_ref().map_or(0, |s| s.version),
-            summarized: summary
-                .as_ref()
-                .filter(|s| s.covers_through_seq > 0)
-                .map(|s| (1, s.covers_through_seq)),
-        },
-        session,
+    let head_of = |section: Section| {
+        headings
+            .iter()
+            .find(|(s, _)| *s == section)
+            .and_then(|(_, h)| h.as_ref())
     };
-    if let Some(s) = summary {
-        bundle.pending_actions = pick(&s.pending_actions, chosen(Section::PendingActions));
-        bundle.open_questions = pick(&s.open_questions, chosen(Section::OpenQuestions));
-        bundle.decisions = pick(&s.decisions, chosen(Section::Decisions));
-        bundle.key_facts = pick(&s.key_facts, chosen(Section::KeyFacts));
-        for k in chosen(Section::Summary) {
-            if k == 0 {
-                bundle.user_intent = s.user_intent.clone();
-            } else {
-                bundle.prose = s.prose.clone();
-            }
-        }
-    }
-    bundle.carried_actions = pick(&memory.carried, chosen(Section::CarriedActions));
-    bundle.facts = pick(&memory.facts, chosen(Section::Facts));
-    bundle.episodes = pick(&memory.episodes, chosen(Section::Episodes));
-    recalled_items(&mut bundle, recalled, &cands, &choices);
-    let by_seq: std::collections::HashMap<u64, &Turn> =
-        recent.iter().chain(&earlier).map(|t| (t.seq, t)).collect();
-    let mut short_turns: Vec<CompressedTurn> = Vec::new();
-    for (c, &ch) in cands.iter().zip(&choices) {
-        if !matches!(c.section, Section::RecentTurns | Section::EarlierTurns) {
+    for &section in &STABLE_ORDER {
+        let lines = section_lines(section, Part::Stable);
+        if lines.is_empty() {
             continue;
         }
-        let Some(t) = by_seq.get(&c.key) else {
-            continue;
-        };
-        match ch {
-            Choice::Omitted => {}
-            Choice::Full if c.section == Section::RecentTurns => {
-                bundle.recent_turns.push((*t).clone())
-            }
-            _ => {
-                let (text, lossy) = compress::shorten(t);
-                short_turns.push(CompressedTurn {
-                    seq: t.seq,
-                    role: t.role,
-                    speaker: t.speaker.clone(),
-                    text,
-                    shortened: lossy,
-                });
-            }
+        if let Some(h) = head_of(section) {
+            count += push(&mut text, h);
+        }
+        for l in lines {
+            count += push(&mut text, l);
         }
     }
-    short_turns.sort_by_key(|t| t.seq);
-    bundle.recent_turns.sort_by_key(|t| t.seq);
-    bundle.earlier_turns = short_turns;
-    bundle
+    let stable_end = offset(&text, count);
+    for l in &plan.lines {
+        count += push(&mut text, l);
+    }
+    let log_end = offset(&text, count);
+    let recalled = section_lines(Section::Recalled, Part::Request);
+    if !recalled.is_empty() {
+        if let Some(h) = head_of(Section::Recalled) {
+            count += push(&mut text, h);
+        }
+        for l in recalled {
+            count += push(&mut text, l);
+        }
+    }
+    for l in section_lines(Section::Header, Part::Request) {
+        count += push(&mut text, l);
+    }
+    if shortened > 0 || omitted > 0 {
+        let mut note_line = Line::new(note(budget, shortened, omitted));
+        note_line.tokens(enc);
+        count += push(&mut text, &note_line);
+    }
+    (text, count, (shortened, omitted), (stable_end, log_end))
 }

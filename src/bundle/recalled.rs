@@ -3,8 +3,6 @@
 //! neighbour next to it when the budget allows, a fact with the day it was
 //! stated, an episode like the episodes section shows it.
 
-use std::collections::HashSet;
-
 use super::lines::{
     day, episode_lines, fact_item_line, item, turn_prefix, verbatim, Candidate, Line, Share,
     BYTES_PER_TOKEN_AT_MOST,
@@ -28,30 +26,6 @@ fn cited(session_id: &str, t: &Turn) -> String {
         t.seq,
         day(turn_time(t))
     )
-}
-
-/// Fact ids among the retrieved memory.
-pub(super) fn fact_ids(inputs: &Inputs) -> HashSet<&str> {
-    inputs
-        .recalled
-        .iter()
-        .filter_map(|r| match &r.item {
-            RecalledItem::Fact(f) => Some(f.fact_id.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Sessions whose episode is among the retrieved memory.
-pub(super) fn episode_ids(inputs: &Inputs) -> HashSet<&str> {
-    inputs
-        .recalled
-        .iter()
-        .filter_map(|r| match &r.item {
-            RecalledItem::Episode(e) => Some(e.session_id.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Keys of retrieved memory: the item's position times this, plus the

@@ -233,7 +233,7 @@ impl Tools {
 #[tool_router(vis = "pub(super)")]
 impl Tools {
     #[tool(
-        description = "Load what you need to continue a session, within a token budget: its open pending actions and questions, memory retrieved for your query (older turns, the subject's past sessions and facts, each cited by session and turn), the summary, and the newest turns verbatim."
+        description = "Load what you need to continue a session, within a token budget: its open pending actions and questions, the summary, the subject's facts and past sessions, the turns since the summary, and memory retrieved for your query (each cited by session and turn). Put the result at the head of your context, before anything else that changes: its beginning stays the same from one call to the next, so a prompt cache reuses it."
     )]
     async fn get_context(&self, Parameters(p): Parameters<GetContext>) -> ToolResult {
         let budget = p.budget_tokens.unwrap_or(2000);

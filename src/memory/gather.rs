@@ -1,7 +1,7 @@
 //! What a context bundle is packed from: the domain reads it, `bundle`
-//! packs it. The session is read once; turns are read back from the
-//! newest in chunks (without re-reading the session) only as far as the
-//! budget could reach; the subject's newest facts are read newest first
+//! packs it. The session is read once; the turns since the fold are read
+//! in chunks (without re-reading the session), within a window that moves
+//! in fixed steps when the summary lags; the subject's newest facts are read newest first
 //! without scanning older ones; memory that bears on the request is
 //! retrieved (`recall`). A session whose whole transcript fits the budget
 //! is read whole and given as its transcript.
@@ -9,12 +9,9 @@
 use std::collections::HashSet;
 
 use super::consistency::ReadAfter;
-use super::episodes::apply_overrides;
 use super::recall::{recall, Shown};
 use super::{validate, Memory};
-use crate::bundle::{
-    self, Bundle, BundleRequest, Inputs, SubjectMemory, MAX_SHORT_TURN_COST, MIN_TURN_COST,
-};
+use crate::bundle::{self, Bundle, BundleRequest, Inputs, SubjectMemory, MIN_TURN_COST};
 use crate::error::{Error, Result};
 use crate::model::{ActionStatus, Role, Session};
 use crate::store::Store;
@@ -82,12 +79,21 @@ impl Memory {
         // Reading, searching and tokenizing all block: one trip to the pool.
         self.blocking(move |st| {
             let mut inputs = gather(st, &ns, &id, &req)?;
-            let mut seqs: HashSet<u64> = inputs.recent.iter().map(|t| t.seq).collect();
-            seqs.extend(inputs.earlier.iter().map(|t| t.seq));
+            // The log's newest turns, about as far back as it can show:
+            // retrieval looks elsewhere.
+            let mut seqs: HashSet<u64> = HashSet::new();
+            let mut cost = 0u64;
+            for t in inputs.turns.iter().rev() {
+                cost += u64::from(t.token_count) + MIN_TURN_COST;
+                if cost > u64::from(req.budget_tokens) / 2 && !seqs.is_empty() {
+                    break;
+                }
+                seqs.insert(t.seq);
+            }
             let shown = Shown {
                 seqs,
                 whole_session: inputs.transcript,
-                recent: &inputs.recent,
+                recent: &inputs.turns,
             };
             // Retrieval is an addition: when the index or a read behind it
             // fails, the bundle is served without it (and the failure
@@ -133,6 +139,58 @@ fn subject_memory(store: &dyn Store, session: &Session, budget: u32) -> Result<S
     })
 }
 
+/// Most turns since the fold a bundle reads: enough for any block of
+/// its log, bounded when the summary lags far behind.
+fn log_window(budget: u32) -> u64 {
+    (u64::from(budget) / 16).clamp(MIN_LOG_WINDOW, MAX_LOG_WINDOW)
+}
+const MIN_LOG_WINDOW: u64 = 64;
+const MAX_LOG_WINDOW: u64 = 1024;
+
+/// The first turn a bundle's log reads: the turn after the fold, or, when
+/// more turns than the window follow it, a start that moves by half a
+/// window at a time (so it does not slide with every append).
+fn log_origin(covered: u64, as_of: u64, window: u64) -> u64 {
+    let span = as_of - covered;
+    if span <= window {
+        return covered + 1;
+    }
+    let step = (window / 2).max(1);
+    covered + 1 + (span - window).div_ceil(step) * step
+}
+
+/// Most turns read back looking for the newest user turn.
+const MAX_INTERACTION_SCAN: u64 = 256;
+
+/// Where the log must start so that it holds the newest interaction: the
+/// turn after the fold, or the newest user turn when a fold covers it.
+/// Reads back from the newest turn, a few turns first; a session with no
+/// user turn among its newest `MAX_INTERACTION_SCAN` starts after the fold
+/// (its newest turn at least).
+fn newest_interaction(
+    store: &dyn Store,
+    ns: &str,
+    session_id: &str,
+    covered: u64,
+    as_of: u64,
+) -> Result<u64> {
+    let after_fold = (covered + 1).min(as_of.max(1));
+    let (mut next, mut size) = (as_of, 8u64);
+    while next >= 1 && as_of - next < MAX_INTERACTION_SCAN {
+        let from = next.saturating_sub(size - 1).max(1);
+        let chunk = store.read_turns(ns, session_id, from, next, size as usize)?;
+        if chunk.is_empty() {
+            return Err(Error::session_not_found(ns, session_id));
+        }
+        if let Some(t) = chunk.iter().rev().find(|t| t.role == Role::User) {
+            return Ok(t.seq.min(after_fold));
+        }
+        next = from - 1;
+        size = READ_CHUNK;
+    }
+    Ok(after_fold)
+}
+
 /// Reads what a bundle of `session_id` within `req`'s budget needs.
 pub(super) fn gather(
     store: &dyn Store,
@@ -151,11 +209,12 @@ pub(super) fn gather(
     // A summary covering a turn removed since is never shown: the bundle
     // goes without one until it is refolded (see `summary::is_rewound`).
     summary = summary.filter(|s| !super::summary::is_rewound(&session, s.covers_through_seq));
-    if let Some(s) = summary.as_mut() {
-        // Statuses a client set since (UpdatePendingAction) win.
-        let overrides = store.action_statuses(ns, session_id)?;
-        apply_overrides(&mut s.pending_actions, &overrides);
-    }
+    // Statuses a client set since (UpdatePendingAction) win; the bundle
+    // shows them as lines after the summary's (see `bundle::log`).
+    let action_updates = match &summary {
+        Some(_) => store.action_statuses(ns, session_id)?,
+        None => Default::default(),
+    };
     let memory = subject_memory(store, &session, req.budget_tokens)?;
     let as_of = session.last_seq();
     let covered = summary
@@ -177,80 +236,56 @@ pub(super) fn gather(
     });
     let whole =
         session.total_tokens + as_of * TRANSCRIPT_TURN_COST + TRANSCRIPT_HEADER_COST + open_items;
-    if same_encoding && as_of > 0 && whole <= budget {
-        let recent = store.read_turns(ns, session_id, 1, as_of, as_of as usize)?;
-        if recent.len() as u64 != as_of {
+    let transcript = same_encoding && as_of > 0 && whole <= budget;
+    let from = if transcript {
+        1
+    } else {
+        // The newest interaction is always in, even when a fold covers it.
+        let newest = newest_interaction(store, ns, session_id, covered, as_of)?;
+        log_origin(covered, as_of, log_window(req.budget_tokens)).min(newest)
+    };
+    // The turns from there, oldest first.
+    let mut turns = Vec::new();
+    let mut next = from;
+    while next <= as_of {
+        let to = (next + READ_CHUNK - 1).min(as_of);
+        let chunk = store.read_turns(ns, session_id, next, to, READ_CHUNK as usize)?;
+        if chunk.len() as u64 != to - next + 1 {
+            // Turns are gap-free: fewer than the session says means it
+            // was deleted meanwhile.
             return Err(Error::session_not_found(ns, session_id));
         }
-        return Ok(Inputs {
-            session,
-            summary,
-            recent,
-            earlier: Vec::new(),
-            unread: None,
-            memory,
-            recalled: Vec::new(),
-            transcript: true,
-        });
+        turns.extend(chunk);
+        next = to + 1;
     }
-
-    // The recent window: back from the newest turn until it holds the
-    // asked-for number of user turns, or more tokens than the budget.
-    let mut recent = Vec::new();
-    let (mut users, mut cost) = (0u64, 0u64);
-    let mut next = as_of;
-    'window: while next >= 1 {
-        let from = next.saturating_sub(READ_CHUNK - 1).max(1);
-        let chunk = store.read_turns(ns, session_id, from, next, READ_CHUNK as usize)?;
-        if chunk.is_empty() {
-            // Turns are gap-free: none where the session says there are
-            // means it was deleted meanwhile.
-            return Err(Error::session_not_found(ns, session_id));
-        }
-        for t in chunk.into_iter().rev() {
-            cost += u64::from(t.token_count) + MIN_TURN_COST;
-            users += u64::from(t.role == Role::User);
-            recent.push(t);
-            if users == req.interactions() || cost > budget {
-                break 'window;
-            }
-        }
-        next = from - 1;
-    }
-    recent.reverse();
-    let window_start = recent.first().map_or(as_of + 1, |t| t.seq);
-
-    // Older turns the summary does not cover, as far as the budget left
-    // could reach even when every one is shortened.
-    let mut earlier = Vec::new();
-    let mut next = window_start.saturating_sub(1);
-    while next > covered && cost <= budget {
-        let from = next.saturating_sub(READ_CHUNK - 1).max(covered + 1);
-        let chunk = store.read_turns(ns, session_id, from, next, READ_CHUNK as usize)?;
-        for t in chunk.into_iter().rev() {
-            cost += u64::from(t.token_count).min(MAX_SHORT_TURN_COST) + MIN_TURN_COST;
-            next = t.seq - 1;
-            earlier.push(t);
-            if cost > budget {
-                break;
-            }
-        }
-        if cost <= budget && next >= from {
-            // The chunk came back short: turns are gap-free, so this only
-            // happens when the session was deleted meanwhile.
-            return Err(Error::session_not_found(ns, session_id));
-        }
-    }
-    earlier.reverse();
-    let unread = (next > covered).then_some((covered + 1, next));
+    let unread = (from > covered + 1 && !transcript).then_some((covered + 1, from - 1));
     Ok(Inputs {
         session,
         summary,
-        recent,
-        earlier,
+        action_updates,
+        turns,
         unread,
         memory,
         recalled: Vec::new(),
-        transcript: false,
+        transcript,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_origin_moves_by_half_a_window() {
+        assert_eq!(log_origin(10, 50, 64), 11);
+        assert_eq!(log_origin(0, 64, 64), 1);
+        assert_eq!(log_origin(0, 65, 64), 33);
+        assert_eq!(log_origin(0, 96, 64), 33);
+        assert_eq!(log_origin(0, 97, 64), 65);
+        for as_of in 65..400 {
+            let o = log_origin(0, as_of, 64);
+            let kept = as_of - o + 1;
+            assert!((33..=64).contains(&kept), "{as_of}: {o}");
+        }
+    }
 }

@@ -32,4 +32,6 @@ export type {
 export { MnemoError } from './errors';
 export type { StatusCodeName } from './errors';
 export { resolveProtoDir } from './proto';
+export { anthropicSystem, bundleParts, systemMessage, textBlocks } from './prompt';
+export type { TextBlock } from './prompt';
 export * from './types'; // types only

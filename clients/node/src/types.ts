@@ -421,6 +421,16 @@ export interface ContextBundle {
   episodes: Episode[];
   /** Memory retrieved for the request (query, or the newest user turn), best first. */
   recalled: RecalledMemory[];
+  /**
+   * `renderedText` runs from the most stable to the most volatile: (1) header, the subject's
+   * memory and the summary (the same until a fold or a change of the subject's memory), (2) the
+   * turns since the fold, append-only, (3) what the request decided. Where parts 1 and 2 end, in
+   * tokens of `encoding` (exact) and in UTF-8 bytes; `bundleParts` and `anthropicSystem` use them.
+   */
+  stableEndTokens: number;
+  stableEndBytes: number;
+  logEndTokens: number;
+  logEndBytes: number;
 }
 
 /** mnemo.v1.HandoffResponse */

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { MnemoClient, MnemoError, type NewTurn, type SessionSummary, type WatchEvent } from '../src';
+import { MnemoClient, MnemoError, anthropicSystem, bundleParts, systemMessage, type NewTurn, type SessionSummary, type WatchEvent } from '../src';
 import { Daemon } from './daemon';
 
 let daemon: Daemon;
@@ -372,6 +372,33 @@ test('a context bundle fits its budget and carries the summary and the recent tu
   const tooSmall = await rejectsWith(client.getContextBundle(ns, sessionId, 10), 'INVALID_ARGUMENT');
   assert.match(tooSmall.details, /budget/);
   await rejectsWith(client.getContextBundle(ns, 'no-such-session', 1000), 'NOT_FOUND');
+});
+
+test('a bundle leads the prompt: its stable part and log are cache breakpoints that the next bundle keeps', async () => {
+  const ns = freshNamespace();
+  const { sessionId } = await client.createSession(ns, { settings: { summaryEveryTurns: 10_000 } });
+  for (let i = 0; i < 15; i++) {
+    await client.appendTurns(ns, sessionId, [
+      { role: 'USER', content: `Question ${i}: where is order ORD-${100 + i}? ${'context '.repeat(80)}` },
+      { role: 'ASSISTANT', content: `Order ORD-${100 + i} ships on day ${i}. ${'detail '.repeat(80)}` },
+    ]);
+  }
+  await client.summarize(ns, sessionId);
+  await client.appendTurns(ns, sessionId, [{ role: 'USER', content: 'And the next one?' }]);
+  const first = await client.getContextBundle(ns, sessionId, 2000);
+  const [stable, log, request] = bundleParts(first);
+  assert.ok(stable.startsWith('# Context bundle'));
+  assert.ok(log.startsWith('## Conversation since summary v1') && log.includes('And the next one?'));
+  assert.ok(request.includes('As of turn 31'));
+  assert.ok(first.stableEndTokens > 0 && first.stableEndTokens < first.logEndTokens && first.logEndTokens <= first.tokenCount);
+  const blocks = anthropicSystem(first);
+  assert.equal(blocks.map((b) => b.text).join(''), first.renderedText);
+  assert.deepEqual(blocks.map((b) => b.cache_control ?? null), [{ type: 'ephemeral' }, { type: 'ephemeral' }, null]);
+  assert.deepEqual(systemMessage(first), { role: 'system', content: first.renderedText });
+  await client.appendTurns(ns, sessionId, [{ role: 'ASSISTANT', content: 'It ships tomorrow.' }]);
+  const second = await client.getContextBundle(ns, sessionId, 2000, { query: 'shipping' });
+  assert.deepEqual(anthropicSystem(second)[0], blocks[0]);
+  assert.ok(bundleParts(second)[1].startsWith(log));
 });
 
 test('a handoff moves ownership and fences appends of the old owner', async () => {

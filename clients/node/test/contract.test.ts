@@ -82,6 +82,7 @@ const contextBundle: Fields<T.ContextBundle> = {
   encoding: true, budgetTokens: true, tokenCount: true, renderedText: true, userIntent: true, prose: true,
   pendingActions: true, openQuestions: true, decisions: true, keyFacts: true, recentTurns: true, earlierTurns: true,
   manifest: true, carriedActions: true, facts: true, episodes: true, recalled: true,
+  stableEndTokens: true, stableEndBytes: true, logEndTokens: true, logEndBytes: true,
 };
 const handoffResult: Fields<T.HandoffResult> = { session: true, leaseEpoch: true, eventSeq: true, summary: true, bundle: true, replayed: true };
 const summaryWritten: Fields<T.SummaryWritten> = { version: true, coversThroughSeq: true, trigger: true };

@@ -459,10 +459,12 @@ class MnemoClient:
 
         `budget_tokens` is 256 to 1000000 (else `InvalidArgument`), measured
         with `encoding` ("cl100k_base" | "o200k_base"; None = the
-        session's). `query` (what the agent is about to do) and `agent_id`
-        (the reader, whose own pending actions come first) decide what is
-        kept when a section must be cut; `recent_interactions` is how many
-        question/answer exchanges stay verbatim (0 = 8). Memory bearing on
+        session's). The text runs from the most stable part to the request's
+        (see ``ContextBundle.parts()`` and ``mnemo_client.prompt``): put it
+        first in the prompt and a provider's prompt cache reuses its
+        beginning. `agent_id` (the reader) is named in its last part;
+        `recent_interactions` is validated only (the log of turns is cut in
+        blocks of tokens). Memory bearing on
         `query` (or, without one, the newest user turn) is retrieved from
         the session's older turns, the subject's other sessions, facts and
         episodes into ``bundle.recalled`` unless `skip_recall`. Works on active,

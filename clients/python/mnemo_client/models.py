@@ -375,6 +375,21 @@ class ContextBundle:
     facts: list[Fact] = field(default_factory=list)  # the subject's current facts that fit
     episodes: list[Episode] = field(default_factory=list)  # the subject's past sessions that fit
     recalled: list[RecalledMemory] = field(default_factory=list)  # retrieved for the request, best first
+    # `rendered_text` runs from the most stable to the most volatile: (1) header,
+    # the subject's memory and the summary (the same until the session is folded
+    # or the subject's memory changes), (2) the turns since the fold, append-only,
+    # (3) what the request decides. Where parts 1 and 2 end, in tokens (exact, in
+    # `encoding`) and in UTF-8 bytes; see `mnemo_client.prompt` for cache breakpoints.
+    stable_end_tokens: int = 0
+    stable_end_bytes: int = 0
+    log_end_tokens: int = 0
+    log_end_bytes: int = 0
+
+    def parts(self) -> tuple[str, str, str]:
+        """The text's three parts: stable, log (turns since the fold), request's."""
+        raw = self.rendered_text.encode("utf-8")
+        a, b = self.stable_end_bytes, self.log_end_bytes
+        return raw[:a].decode("utf-8"), raw[a:b].decode("utf-8"), raw[b:].decode("utf-8")
 
 
 @dataclass(frozen=True)

@@ -245,3 +245,37 @@ def test_a_handoff_retried_with_its_key_is_replayed(client: MnemoClient, namespa
     with pytest.raises(FailedPrecondition) as reused:
         client.handoff(namespace, sid, "agent-a", "agent-c", 1, idempotency_key="shift-1")
     assert reused.value.reason == "IDEMPOTENCY_KEY_REUSED"
+
+
+def test_a_bundle_leads_the_prompt_with_cache_breakpoints(client: MnemoClient, namespace: str) -> None:
+    from mnemo_client.prompt import anthropic_system, system_message, text_blocks
+
+    sid = client.create_session(namespace, "cache-1", settings={"summary_every_turns": 10_000}).session_id
+    for i in range(15):
+        client.append_turns(
+            namespace,
+            sid,
+            [
+                {"role": "user", "content": f"Question {i}: where is order ORD-{100 + i}? " + "context " * 80},
+                {"role": "assistant", "content": f"Order ORD-{100 + i} ships on day {i}. " + "detail " * 80},
+            ],
+        )
+    client.summarize(namespace, sid)
+    client.append_turns(namespace, sid, [{"role": "user", "content": "And the next one?"}])
+    first = client.get_context_bundle(namespace, sid, 2000)
+    stable, log, request = first.parts()
+    assert stable.startswith("# Context bundle")
+    assert log.startswith("## Conversation since summary v1") and "And the next one?" in log
+    assert "As of turn 31" in request
+    assert 0 < first.stable_end_tokens < first.log_end_tokens <= first.token_count
+    blocks = anthropic_system(first)
+    assert "".join(b["text"] for b in blocks) == first.rendered_text
+    assert [b.get("cache_control") for b in blocks] == [{"type": "ephemeral"}, {"type": "ephemeral"}, None]
+    ttl = text_blocks(first, cache_control={"type": "ephemeral", "ttl": "1h"})
+    assert ttl[0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert system_message(first) == {"role": "system", "content": first.rendered_text}
+    # The next exchange: the first block is the same, the second grows.
+    client.append_turns(namespace, sid, [{"role": "assistant", "content": "It ships tomorrow."}])
+    second = client.get_context_bundle(namespace, sid, 2000, query="shipping")
+    assert anthropic_system(second)[0] == blocks[0]
+    assert second.parts()[1].startswith(log)

@@ -203,11 +203,20 @@ def test_a_budget_keeps_long_sessions_inside_the_window(daemon: Daemon, namespac
     bounded = MnemoSession("long", address=daemon.address, namespace=namespace, context_budget_tokens=1000)
     got = asyncio.run(bounded.get_items())
     assert got[0]["role"] == "system" and got[0]["content"].startswith("# Context bundle")
-    recent = got[1:]
+    # The bundle first; what the request decided (the point in time) last.
+    assert got[-1]["role"] == "system" and "As of turn 80" in got[-1]["content"]
+    recent = got[1:-1]
     assert 0 < len(recent) < len(items)
     assert recent == items[-len(recent):]  # the newest items, exactly as added
     assert sum(len(json.dumps(i)) for i in got) < 1000 * 6  # about the budget (a few characters a token)
     assert asyncio.run(bounded.get_items(limit=2)) == items[-2:]
+    # One more exchange: everything up to the newest item is unchanged (a
+    # prompt cache reuses it).
+    asyncio.run(full.add_items([{"role": "user", "content": "And ORD-2000?"}]))
+    again = asyncio.run(bounded.get_items())
+    if again[0] == got[0]:  # no fold and no block of old turns cut meanwhile
+        assert again[: len(got) - 1] == got[:-1]
+    assert again[-2] == {"role": "user", "content": "And ORD-2000?"}
     # A short session fits: every item as added.
     short = MnemoSession("short", address=daemon.address, namespace=namespace, context_budget_tokens=1000)
     asyncio.run(short.add_items(items[:4]))

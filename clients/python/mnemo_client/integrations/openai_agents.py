@@ -17,9 +17,12 @@ was added. Turns appended by other clients come back as plain messages.
 
 With ``context_budget_tokens``, ``get_items()`` keeps long sessions inside the
 model's window: when the whole session fits the budget it returns every item;
-otherwise a system message holding mnemo's context bundle (pending actions,
-open questions, memory retrieved for the newest request, the summary) followed
-by the newest items exactly as added, all within about that many tokens.
+otherwise mnemo's context bundle first: a system message with its stable part
+(the summary, pending actions, open questions, the subject's memory) and older
+turns shortened, then the newest items exactly as added, then a system message
+with what the request decided (memory retrieved for the newest request, the
+point in time), all within about that many tokens. Successive calls share
+everything up to the newest item, which a provider's prompt cache reuses.
 
 ``pop_item`` is atomic: it is mnemo's ``RemoveLastTurn``, so concurrent pops
 each get a different item (a summary that covered the removed turn is
@@ -132,7 +135,12 @@ class MnemoSession:
             return []
         if self.context_budget_tokens is not None and session.turn_count > 0:
             items = self._within_budget(self.context_budget_tokens)
-            return items if limit is None else items[-limit:]
+            if limit is None:
+                return items
+            # The newest items: the closing system message is no item.
+            if len(items) > 1 and items[-1].get("role") == "system":
+                items = items[:-1]
+            return items[-limit:]
         first = 0 if limit is None else max(1, session.next_seq - limit)
         return [item_of(t) for t in self._client.list_turns(self.namespace, self.session_id, from_seq=first)]
 
@@ -141,9 +149,26 @@ class MnemoSession:
         bundle = self._client.get_context_bundle(self.namespace, self.session_id, budget)
         if bundle.manifest.transcript:
             return [item_of(t) for t in self._client.list_turns(self.namespace, self.session_id)]
-        # The bundle's text without its verbatim turns, which follow as items.
-        context = bundle.rendered_text.split("\n## Recent turns (verbatim)")[0].rstrip()
-        return [{"role": "system", "content": context}, *(item_of(t) for t in bundle.recent_turns)]
+        # The bundle first: its stable part and its shortened older turns lead,
+        # the newest turns follow as the items they were (appended to, never
+        # rewritten: a prompt cache reuses everything up to the newest item),
+        # and what this request decided (memory retrieved for it, the point in
+        # time) comes last.
+        stable, log, request = bundle.parts()
+        first = f"[#{bundle.recent_turns[0].seq}] " if bundle.recent_turns else None
+        at = log.find(first) if first else -1
+        head = log[:at] if at >= 0 else log
+        # A pending action's status set since the fold: a line after the turns.
+        tail = ""
+        if at >= 0:
+            lines = log[at:].splitlines(keepends=True)
+            tail = "".join(line for line in lines if line.startswith("Update: pending action "))
+        items: list[Any] = [{"role": "system", "content": (stable + head).rstrip()}]
+        items.extend(item_of(t) for t in bundle.recent_turns)
+        closing = (tail + request).strip()
+        if closing:
+            items.append({"role": "system", "content": closing})
+        return items
 
     def _add_items(self, items: list[Any]) -> None:
         self._ensure()
