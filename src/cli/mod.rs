@@ -3,9 +3,9 @@
 //! Errors print one line (gRPC status and message) and exit non-zero.
 
 mod admin;
+mod audit;
 mod compact;
 mod inspect;
-mod audit;
 mod json;
 mod knowledge;
 mod mcp;
