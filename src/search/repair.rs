@@ -5,8 +5,8 @@
 //! tantivy's merges run) have still left a few keys with two live
 //! documents, so after a start that did not follow a clean stop the index
 //! is checked: every key held twice is indexed again from the store, which
-//! replaces both copies by one. The check reads one column, about a second
-//! per million documents.
+//! replaces both copies by one. The check is one pass over the key column
+//! (a map of every key in memory while it runs).
 //!
 //! A clean stop leaves a marker file in the index directory; a start
 //! removes it, so its absence at the next start means the daemon did not
