@@ -81,7 +81,7 @@ impl Indexer {
                 if rebuild {
                     rebuild_until_done(store.as_ref(), &index, &flag);
                 }
-                match index.repair_after_crash(&StoredDocuments(store.as_ref())) {
+                match index.repair_after_crash(&StoredDocuments(store.as_ref()), rebuild) {
                     Ok(0) => {}
                     Ok(n) => tracing::warn!(
                         keys = n,

@@ -197,10 +197,9 @@ pub struct SearchIndex {
     columns: identity::ColumnCache,
     /// See [`scoped::LEADING_POSTINGS`] (tests lower it).
     leading_postings: u64,
-    /// Where the index lives (`None`: in memory).
+    /// Where the index lives (`None`: in memory); its clean-stop marker
+    /// is there (see `repair.rs`).
     dir: Option<std::path::PathBuf>,
-    /// Whether the daemon before stopped cleanly (see `repair.rs`).
-    opened_clean: bool,
 }
 
 impl SearchIndex {
@@ -213,10 +212,6 @@ impl SearchIndex {
         let (index, rebuild) = match dir {
             None => (Index::create_in_ram(schema), true),
             Some(dir) => Self::open_dir(dir, schema)?,
-        };
-        let opened_clean = match dir {
-            Some(dir) => repair::stopped_cleanly(dir)?,
-            None => true,
         };
         // Words, lowercased, common words dropped, English stems.
         index.tokenizers().register(
@@ -247,7 +242,6 @@ impl SearchIndex {
             columns: identity::ColumnCache::default(),
             leading_postings: scoped::LEADING_POSTINGS,
             dir: dir.map(Path::to_path_buf),
-            opened_clean,
         };
         Ok((s, rebuild))
     }

@@ -8,9 +8,10 @@
 //! replaces both copies by one. The check is one pass over the key column
 //! (a map of every key in memory while it runs).
 //!
-//! A clean stop leaves a marker file in the index directory; a start
-//! removes it, so its absence at the next start means the daemon did not
-//! stop cleanly.
+//! A clean stop leaves a marker file in the index directory; the daemon's
+//! indexer removes it when it starts (tools that only open the index leave
+//! it), so its absence at the next start means the daemon did not stop
+//! cleanly.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -111,11 +112,17 @@ impl SearchIndex {
         Ok(twice)
     }
 
-    /// After a start that did not follow a clean stop: indexes every key
-    /// held twice again from the store (one document each afterwards).
-    /// Returns how many keys were repaired.
-    pub fn repair_after_crash(&self, store: &dyn Documents) -> Result<usize> {
-        if self.opened_clean || !self.is_ready() {
+    /// Called once by the daemon's indexer at start, after the rebuild if
+    /// one ran (`rebuilt`): takes the clean-stop marker, and when the last
+    /// stop was not clean and the index was not just rebuilt from the
+    /// store, indexes every key held twice again (one document each
+    /// afterwards). Returns how many keys were repaired.
+    pub fn repair_after_crash(&self, store: &dyn Documents, rebuilt: bool) -> Result<usize> {
+        let clean = match &self.dir {
+            Some(dir) => stopped_cleanly(dir)?,
+            None => true,
+        };
+        if clean || rebuilt || !self.is_ready() {
             return Ok(0);
         }
         let twice = self.duplicated_keys()?;
