@@ -1,34 +1,37 @@
 //! Numbers in words (prose must not contain digits it cannot cite).
 //! Pure functions of their input; they return slices of it, never new text.
 
+/// Cardinals below twenty, by value.
+const ONES: &[&str] = &[
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+];
+/// Multiples of ten, by tens digit (none below twenty).
+const TENS: &[&str] = &[
+    "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+];
+
 /// `n` in English words ("twenty-one"); prose uses words for counts so the
 /// validator never sees a number that no turn contains.
 pub fn number_words(n: u64) -> String {
-    const ONES: &[&str] = &[
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-    ];
-    const TENS: &[&str] = &[
-        "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-    ];
     let idx = |k: u64| usize::try_from(k).unwrap_or(0);
     match n {
         0..=19 => ONES[idx(n)].to_string(),
@@ -67,35 +70,8 @@ pub fn number_words(n: u64) -> String {
 /// count word ("dozen", "twice"). Such a word names nobody ("Six, seven,
 /// eight, nine, ten.").
 pub fn is_number_word(lower: &str) -> bool {
+    // Beyond the cardinals of `ONES` and `TENS`.
     const WORDS: &[&str] = &[
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-        "twenty",
-        "thirty",
-        "forty",
-        "fifty",
-        "sixty",
-        "seventy",
-        "eighty",
-        "ninety",
         "hundred",
         "thousand",
         "million",
@@ -124,8 +100,10 @@ pub fn is_number_word(lower: &str) -> bool {
         "last",
     ];
     let lower = lower.trim_matches(|c: char| !c.is_alphanumeric());
-    WORDS.contains(&lower)
+    let cardinal = |w: &str| !w.is_empty() && (ONES.contains(&w) || TENS.contains(&w));
+    cardinal(lower)
+        || WORDS.contains(&lower)
         // "twenty-one", "thirty-second", "twentieth".
         || lower.split('-').count() == 2 && lower.split('-').all(is_number_word)
-        || lower.ends_with("ieth") && WORDS.contains(&format!("{}y", &lower[..lower.len() - 4]).as_str())
+        || lower.ends_with("ieth") && cardinal(&format!("{}y", &lower[..lower.len() - 4]))
 }
