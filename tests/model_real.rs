@@ -92,6 +92,7 @@ fn available() -> Option<(String, Vec<Model>)> {
 /// A running `llama_cpp.server`, killed with its process group on drop.
 struct LlamaServer {
     url: String,
+    log: std::path::PathBuf,
     child: Option<std::process::Child>,
     group: ProcessGroup,
 }
@@ -121,12 +122,16 @@ impl LlamaServer {
             "--n_threads",
             "2",
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap());
+        // Both streams to the log, unbuffered: the server says on stdout
+        // when a client went away mid-answer.
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null());
+        let file = std::fs::File::create(&log).unwrap();
+        cmd.stdout(file.try_clone().unwrap()).stderr(file);
         let (child, group) = spawn_in_group(&mut cmd);
         let server = LlamaServer {
             url: format!("http://127.0.0.1:{port}"),
+            log: log.clone(),
             child: Some(child),
             group,
         };
@@ -410,6 +415,56 @@ async fn real_models_summarize_within_bounds_above_the_rules_floor() {
                 tokens("prompt_tokens="),
                 tokens("completion_tokens="),
                 took.as_secs_f64()
+            );
+        }
+
+        // A call mnemo gives up on stops the server generating: answers
+        // are streamed, and the server checks the connection between
+        // tokens. A second daemon on the same server with a 2 s call limit
+        // and room for 2,048 tokens abandons its call (and its one retry)
+        // long before the answer ends.
+        if std::ptr::eq(m, &models[0]) {
+            let tmp = tempfile::tempdir().unwrap();
+            let mut config = config_for(&tmp.path().join("data"));
+            config.model = ModelConfig {
+                summarizer: SummarizerKind::Model,
+                url: llama.url.clone(),
+                name: m.name.clone(),
+                timeout_secs: 2,
+                retry_budget_secs: 6,
+                max_output_tokens: 2048,
+                system_role: m.system_role,
+                ..ModelConfig::default()
+            };
+            let impatient = TestServer::start_with(config).await;
+            let mut c2 = impatient.client().await;
+            create_session(&mut c2, "ns", "abandoned").await;
+            c2.append_turns(append_req("ns", "abandoned", meeting()))
+                .await
+                .unwrap();
+            let (s, _) = summarize(&mut c2, "abandoned").await;
+            assert!(s.covers_through_seq > 0);
+            let audit = common::audit_log(&mut c2, "ns", "abandoned")
+                .await
+                .pop()
+                .unwrap();
+            assert!(audit.summarizer.starts_with("mnemo-rules/"), "{audit:?}");
+            assert!(
+                audit
+                    .health_flags
+                    .iter()
+                    .any(|f| f.starts_with("model call:") && f.contains("status=timeout")),
+                "{:?}",
+                audit.health_flags
+            );
+            impatient.stop().await;
+            // The server's own account: it saw the client go and left its
+            // generation loop.
+            let log = std::fs::read_to_string(&llama.log).unwrap_or_default();
+            assert!(
+                log.contains("Disconnected from client"),
+                "the server kept generating after mnemo gave up; its log ends: {}",
+                log.lines().rev().take(20).collect::<Vec<_>>().join(" | ")
             );
         }
 

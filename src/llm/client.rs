@@ -6,9 +6,11 @@
 //! connections), at most once per distinct failure, honouring
 //! `Retry-After`, and never past the caller's deadline. Every HTTP attempt
 //! leaves a [`CallRecord`] (status, tokens, time, finish reason, the
-//! server's own error text) for the audit. An attempt that is given up is
-//! dropped, which closes its connection. HTTP is reqwest (rustls); nothing
-//! here is hand-written HTTP.
+//! server's own error text) for the audit. Answers are asked for as a
+//! stream and read chunk by chunk ([`StreamedAnswer`]), so an attempt
+//! that is given up is dropped between two tokens and its closed
+//! connection stops the server generating. HTTP is reqwest (rustls);
+//! nothing here is hand-written HTTP.
 
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
@@ -17,6 +19,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
+
+use super::stream::{StreamedAnswer, Usage, MAX_ANSWER_BYTES};
+use crate::model::Encoding;
+use crate::tokens;
 
 /// Where and how to call.
 #[derive(Debug, Clone)]
@@ -128,6 +134,9 @@ pub struct CallRecord {
     pub max_tokens: u32,
     /// The server's error text, or what went wrong (clipped).
     pub error: String,
+    /// The server reported no usage: the completion tokens are the
+    /// streamed chunks, the prompt's counted by mnemo.
+    pub usage_counted: bool,
 }
 
 impl std::fmt::Display for CallRecord {
@@ -143,6 +152,9 @@ impl std::fmt::Display for CallRecord {
             self.max_tokens,
             self.elapsed.as_millis()
         )?;
+        if self.usage_counted {
+            write!(f, " usage=counted")?;
+        }
         if !self.error.is_empty() {
             write!(f, " error={}", self.error)?;
         }
@@ -193,14 +205,6 @@ struct Choice {
 struct ReplyMessage {
     #[serde(default)]
     content: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-struct Usage {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
 }
 
 #[derive(Deserialize)]
@@ -371,6 +375,7 @@ impl ChatClient {
                 elapsed: Duration::ZERO,
                 max_tokens,
                 error: String::new(),
+                usage_counted: false,
             };
             // Past `limit` the attempt's future is dropped: its connection
             // closes, which is how a server learns to stop generating.
@@ -471,7 +476,8 @@ impl ChatClient {
             "messages": messages,
             "temperature": 0,
             "max_tokens": max_tokens,
-            "stream": false,
+            // Streamed, so that abandoning the call stops the server.
+            "stream": true,
         });
         match form {
             Form::JsonSchema => {
@@ -486,7 +492,7 @@ impl ChatClient {
         if let Some(key) = &self.endpoint.api_key {
             request = request.bearer_auth(key);
         }
-        let response = match request.send().await {
+        let mut response = match request.send().await {
             Ok(r) => r,
             Err(e) => {
                 let (kind, text) = transport_error(&e);
@@ -502,13 +508,39 @@ impl ChatClient {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(|s| Duration::from_secs(s.min(600)));
-        let text = match response.text().await {
-            Ok(t) => t,
-            Err(e) => {
-                let (kind, text) = transport_error(&e);
-                return Attempt::Transient(kind, format!("answer cut off: {text}"), None);
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        // Read chunk by chunk: a dropped attempt closes the connection
+        // between two tokens, and the answer's size is bounded.
+        let mut answer = StreamedAnswer::default();
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(bytes)) if streamed && status.is_success() => {
+                    if let Err(e) = answer.feed(&bytes) {
+                        return Attempt::Fail(CallError::Malformed(e));
+                    }
+                }
+                Ok(Some(bytes)) => {
+                    if body.len() + bytes.len() > MAX_ANSWER_BYTES {
+                        return Attempt::Fail(CallError::Malformed(format!(
+                            "the answer is larger than {} MiB",
+                            MAX_ANSWER_BYTES >> 20
+                        )));
+                    }
+                    body.extend_from_slice(&bytes);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let (kind, text) = transport_error(&e);
+                    return Attempt::Transient(kind, format!("answer cut off: {text}"), None);
+                }
             }
-        };
+        }
+        let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
             let server = clip(&text);
             if form != Form::Plain && names_response_format(&text) {
@@ -520,20 +552,54 @@ impl ChatClient {
                 _ => Attempt::Fail(CallError::Refused(format!("HTTP {status}: {server}"))),
             };
         }
-        let reply: Reply = match serde_json::from_str(&text) {
-            Ok(r) => r,
-            Err(e) => return Attempt::Fail(CallError::Malformed(e.to_string())),
+        let (content, finish_reason, usage) = if streamed {
+            if let Err(e) = answer.finish() {
+                return Attempt::Fail(CallError::Malformed(e));
+            }
+            if !answer.done && answer.finish_reason.is_none() {
+                return Attempt::Transient(
+                    "cut",
+                    "answer cut off: the stream ended before the answer did".into(),
+                    None,
+                );
+            }
+            // A server that reports no usage in a stream (llama.cpp's
+            // Python server) streams a token per chunk; the prompt is
+            // counted with mnemo's own tokenizer.
+            let usage = answer.usage.unwrap_or_else(|| {
+                record.usage_counted = true;
+                Usage {
+                    prompt_tokens: messages
+                        .iter()
+                        .map(|m| tokens::count(Encoding::Cl100kBase, &m.content) as u64)
+                        .sum(),
+                    completion_tokens: answer.content_chunks,
+                }
+            });
+            (
+                answer.content,
+                answer.finish_reason.unwrap_or_default(),
+                usage,
+            )
+        } else {
+            let reply: Reply = match serde_json::from_str(&text) {
+                Ok(r) => r,
+                Err(e) => return Attempt::Fail(CallError::Malformed(e.to_string())),
+            };
+            let Some(choice) = reply.choices.into_iter().next() else {
+                return Attempt::Fail(CallError::Malformed("no choice in the answer".into()));
+            };
+            (
+                choice.message.content.unwrap_or_default(),
+                choice.finish_reason.unwrap_or_default(),
+                reply.usage.unwrap_or_default(),
+            )
         };
-        let usage = reply.usage.unwrap_or_default();
         record.prompt_tokens = usage.prompt_tokens;
         record.completion_tokens = usage.completion_tokens;
-        let Some(choice) = reply.choices.into_iter().next() else {
-            return Attempt::Fail(CallError::Malformed("no choice in the answer".into()));
-        };
-        let finish_reason = choice.finish_reason.unwrap_or_default();
         record.finish_reason = finish_reason.clone();
         Attempt::Done(Completion {
-            content: choice.message.content.unwrap_or_default(),
+            content,
             finish_reason,
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,

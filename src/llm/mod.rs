@@ -14,6 +14,7 @@ mod client;
 pub mod floor;
 pub mod prompt;
 pub mod redact;
+mod stream;
 mod summarizer;
 
 pub use self::client::{CallError, CallRecord, Completion, Form};
