@@ -9,8 +9,10 @@
 //! Per model and corpus it prints: summaries, what was stored (the
 //! model's own, merged with the rules' floor, or the rules' after a
 //! fallback), summaries with fewer evidenced items than the rules' (the
-//! target is 0), model calls and retries (calls beyond the first per
-//! summary, and the most in one summary), prompt and completion tokens per
+//! target is 0), model calls (and the most in one summary), calls cut off
+//! at `max_tokens` (each answered by sending the turns again in halves),
+//! failed calls (no HTTP 200: time-outs, refusals; each retried at most
+//! once), prompt and completion tokens per
 //! summary, the most completion tokens of one call beside `max_tokens`,
 //! seconds per summary (p50 / max), and the server's peak resident memory.
 //! The fallback reasons follow the table.
@@ -206,7 +208,8 @@ struct Row {
     failed: usize,
     fewer: usize,
     calls: u64,
-    retries: u64,
+    cut_off: u64,
+    failed_calls: u64,
     most_calls: u64,
     prompt_tokens: u64,
     completion_tokens: u64,
@@ -236,7 +239,8 @@ fn sweep_one(c: &corpus::Conversation, model: &ModelSummarizer, window: usize, r
         .collect();
     let n = calls.len() as u64;
     row.calls += n;
-    row.retries += n.saturating_sub(1);
+    row.cut_off += calls.iter().filter(|f| f.contains("finish=length")).count() as u64;
+    row.failed_calls += calls.iter().filter(|f| !f.contains("status=200")).count() as u64;
     row.most_calls = row.most_calls.max(n);
     for f in &calls {
         row.prompt_tokens += figure(f, "prompt_tokens=");
@@ -304,9 +308,9 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "| model | corpus | summaries | stored model / merged / rules | failed | fewer evidenced items than the rules | calls | retries (most in one summary) | prompt / completion tokens per summary | most completion tokens (max_tokens) | seconds p50 / max | server peak MiB |"
+        "| model | corpus | summaries | stored model / merged / rules | failed | fewer evidenced items than the rules | calls (most in one summary) | cut off at max_tokens | failed calls | prompt / completion tokens per summary | most completion tokens (max_tokens) | seconds p50 / max | server peak MiB |"
     );
-    println!("|---|---|---:|---|---:|---:|---:|---|---|---|---|---:|");
+    println!("|---|---|---:|---|---:|---:|---|---:|---:|---|---|---|---:|");
     let mut reasons = Vec::new();
     for m in &models {
         let server = LlamaServer::start(&python, m, &rt);
@@ -336,7 +340,7 @@ fn main() {
                 .unwrap_or(0.0);
             let most = row.seconds.last().copied().unwrap_or(0.0);
             println!(
-                "| {} | {name} | {} | {} / {} / {} | {} | {} | {} | {} ({}) | {} / {} | {} ({}) | {p50:.1} / {most:.1} | {} |",
+                "| {} | {name} | {} | {} / {} / {} | {} | {} | {} ({}) | {} | {} | {} / {} | {} ({}) | {p50:.1} / {most:.1} | {} |",
                 m.name,
                 row.summaries,
                 row.model,
@@ -345,8 +349,9 @@ fn main() {
                 row.failed,
                 row.fewer,
                 row.calls,
-                row.retries,
                 row.most_calls,
+                row.cut_off,
+                row.failed_calls,
                 row.prompt_tokens / k,
                 row.completion_tokens / k,
                 row.most_completion,
