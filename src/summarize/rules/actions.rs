@@ -328,6 +328,12 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
     if PREFERENCE_VERBS.contains(&verb) {
         return None;
     }
+    // "Would you consider yourself a lucky person?", "would you describe
+    // yourself as…": the one spoken to is asked about themselves, not for
+    // work ("would you consider moving the meeting?" stays a request).
+    if w(verb_at + 1) == "yourself" {
+        return None;
+    }
     if verb.is_empty() || INFO_VERBS.contains(&verb) || has_negation(n) {
         return None;
     }

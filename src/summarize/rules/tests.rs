@@ -404,7 +404,8 @@ fn depends_on_clauses() {
 #[test]
 fn offers_and_preference_questions_ask_no_work() {
     // Taskmaster-3 (movie tickets, CC BY 4.0) agent turns: offers and
-    // questions about what the customer wants, no work asked of them.
+    // questions about what the customer wants, no work asked of them;
+    // and a question about the person spoken to (REALTALK).
     let p = names(&["agent", "customer"]);
     let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
     assert_eq!(o("Would you like to purchase tickets?"), None);
@@ -421,7 +422,14 @@ fn offers_and_preference_questions_ask_no_work() {
         o("Would you mind giving me the city and state where you'd like to get movie tickets?"),
         None
     );
+    // REALTALK asks about the person, not for work.
+    assert_eq!(o("Would you consider yourself a lucky person?"), None);
+    assert_eq!(o("Would you describe yourself as an introvert?"), None);
     // Requests stay requests.
+    assert_eq!(
+        o("Would you consider moving the review to Monday?"),
+        Some(OwnerCue::Addressee)
+    );
     assert_eq!(
         o("Would you mind sending the signed form by Friday?"),
         Some(OwnerCue::Addressee)
