@@ -23,10 +23,14 @@
 //! [{"sessions": [{"session_id", "turns": [{"role", "speaker",
 //! "content"}]}]}]}`, each session a conversation), a conversation set
 //! (`{"conversations": [{"id", "turns": [...]}]}`, e.g. ToolBench runs
-//! converted by `scripts/toolbench_runs_to_conversations.py`) or a directory of
+//! converted by `scripts/toolbench_runs_to_conversations.py`, task-oriented
+//! dialogues by `scripts/task_dialogues_to_conversations.py`) or a directory of
 //! summary fixtures (`{"turns": [{"role", "speaker", "content",
 //! "tool_call"?}]}` per file). Without it, the committed ones: the ELITR
-//! meetings, the BFCL memory conversations and the summary fixtures.
+//! meetings, the BFCL memory conversations, the summary fixtures and the
+//! Taskmaster dialogues.
+//! `MNEMO_BENCH_SHOW_ITEMS=1` prints each finding (refusal, drop, marker,
+//! owner); `MNEMO_BENCH_SHOW_ITEMS=all` also every decision and action.
 //! Run: `cargo bench --bench summary_sweep`.
 
 use std::path::Path;
@@ -360,6 +364,20 @@ fn fold_one(c: &Conversation, row: &mut Row) {
     };
     let speakers: Vec<&str> = c.turns.iter().map(|t| t.speaker.as_str()).collect();
     row.items += s.decisions.len() + s.pending_actions.len();
+    if std::env::var("MNEMO_BENCH_SHOW_ITEMS").is_ok_and(|v| v == "all") {
+        for d in &s.decisions {
+            row.examples.push(format!(
+                "{}: decision {:?} {:?}",
+                c.id, d.decision, d.evidence_seqs
+            ));
+        }
+        for a in &s.pending_actions {
+            row.examples.push(format!(
+                "{}: action {:?} owner {:?} {:?}",
+                c.id, a.action, a.owner, a.evidence_seqs
+            ));
+        }
+    }
     let dropped = dropped_count(&s);
     row.dropped += dropped;
     if dropped > 0 {
@@ -405,6 +423,10 @@ fn main() {
             ("ELITR fixture", "tests/fixtures/meetings_elitr/dev.json"),
             ("BFCL memory", "tests/fixtures/memory_bfcl/dev.json"),
             ("summary fixtures", "tests/fixtures/summaries"),
+            (
+                "Taskmaster dialogues",
+                "tests/fixtures/dialogues_taskmaster/dev.json",
+            ),
         ]
         .iter()
         .map(|(n, p)| (n.to_string(), p.to_string()))

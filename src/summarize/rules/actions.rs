@@ -43,6 +43,34 @@ pub(crate) const INFO_VERBS: &[&str] = &[
     "comment",
 ];
 
+/// Verbs after "would you" / "do you" that ask what the one spoken to
+/// prefers, or offer the speaker's help: "would you like to purchase
+/// tickets?", "would you like me to book it?".
+const PREFERENCE_VERBS: &[&str] = &["like", "love", "prefer", "want", "care", "rather"];
+
+/// The base of an "-ing" verb, as far as the request checks need it
+/// ("saying" → "say", "giving" → "give", "sending" → "send"); the word
+/// itself when it is no "-ing" form.
+fn base_of_gerund(word: &str) -> &str {
+    let Some(stem) = word.strip_suffix("ing") else {
+        return word;
+    };
+    // "giving", "sharing", "describing": the verb ends in a silent "e"
+    // that the "-ing" form drops; look it up with the "e" back on.
+    INFO_VERBS
+        .iter()
+        .chain(STATE_VERBS)
+        .find(|v| v.strip_suffix('e') == Some(stem))
+        .copied()
+        .unwrap_or(stem)
+}
+
+/// Verbs of a request that asks about a state, not for work: "can you see
+/// the charge?".
+const STATE_VERBS: &[&str] = &[
+    "see", "hear", "be", "believe", "imagine", "access", "remember", "read",
+];
+
 /// Verbs after "please" that ask for patience, not work.
 pub(crate) const NON_TASK_VERBS: &[&str] = &[
     "let", "note", "hold", "wait", "be", "feel", "see", "accept", "allow", "bear", "find", "stand",
@@ -282,7 +310,30 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
     } else {
         verb_at
     };
-    let verb = w(verb_at);
+    // "Would you mind saying the city again?": the request is the verb
+    // after "mind", in its "-ing" form.
+    let (verb_at, gerund) = if w(verb_at) == "mind" {
+        (verb_at + 1, true)
+    } else {
+        (verb_at, false)
+    };
+    let verb = if gerund {
+        base_of_gerund(w(verb_at))
+    } else {
+        w(verb_at)
+    };
+    // "Would you like to hear the showtimes?", "would you like me to book
+    // it?", "would you prefer the aisle?": a preference asked or an offer
+    // made, no work asked of the one spoken to.
+    if PREFERENCE_VERBS.contains(&verb) {
+        return None;
+    }
+    // "Would you consider yourself a lucky person?", "would you describe
+    // yourself as…": the one spoken to is asked about themselves, not for
+    // work ("would you consider moving the meeting?" stays a request).
+    if w(verb_at + 1) == "yourself" {
+        return None;
+    }
     if verb.is_empty() || INFO_VERBS.contains(&verb) || has_negation(n) {
         return None;
     }
@@ -290,11 +341,7 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
         return None;
     }
     // "Can you see the charge?" asks about a state, not for work.
-    if [
-        "see", "hear", "be", "believe", "imagine", "access", "remember", "read",
-    ]
-    .contains(&verb)
-    {
+    if STATE_VERBS.contains(&verb) {
         return None;
     }
     if matches!(w(1), "someone" | "anyone" | "somebody") {

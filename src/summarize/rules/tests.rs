@@ -402,6 +402,49 @@ fn depends_on_clauses() {
 }
 
 #[test]
+fn offers_and_preference_questions_ask_no_work() {
+    // Taskmaster-3 (movie tickets, CC BY 4.0) agent turns: offers and
+    // questions about what the customer wants, no work asked of them;
+    // and a question about the person spoken to (REALTALK).
+    let p = names(&["agent", "customer"]);
+    let o = |s: &str| action_cue(s, &p).map(|c| c.owner);
+    assert_eq!(o("Would you like to purchase tickets?"), None);
+    assert_eq!(o("Would you like to hear the available showtimes?"), None);
+    assert_eq!(
+        o("Would you like me to get tickets for one of these showings?"),
+        None
+    );
+    assert_eq!(o("Would you like to try another theater or movie?"), None);
+    assert_eq!(o("Would you prefer the aisle seats?"), None);
+    // "Would you mind …ing": the verb after "mind" decides.
+    assert_eq!(o("Would you mind saying the city and state again?"), None);
+    assert_eq!(
+        o("Would you mind giving me the city and state where you'd like to get movie tickets?"),
+        None
+    );
+    // REALTALK asks about the person, not for work.
+    assert_eq!(o("Would you consider yourself a lucky person?"), None);
+    assert_eq!(o("Would you describe yourself as an introvert?"), None);
+    // Requests stay requests.
+    assert_eq!(
+        o("Would you consider moving the review to Monday?"),
+        Some(OwnerCue::Addressee)
+    );
+    assert_eq!(
+        o("Would you mind sending the signed form by Friday?"),
+        Some(OwnerCue::Addressee)
+    );
+    assert_eq!(
+        o("Can you find theaters that are showing the movie in San Francisco?"),
+        Some(OwnerCue::Addressee)
+    );
+    assert_eq!(
+        o("Could you book two tickets for Dune?"),
+        Some(OwnerCue::Addressee)
+    );
+}
+
+#[test]
 fn priorities() {
     assert_eq!(priority("This is urgent, please fix"), Priority::High);
     assert_eq!(priority("ASAP please"), Priority::High);
