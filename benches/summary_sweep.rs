@@ -33,148 +33,19 @@
 //! owner); `MNEMO_BENCH_SHOW_ITEMS=all` also every decision and action.
 //! Run: `cargo bench --bench summary_sweep`.
 
+#[path = "common/corpus.rs"]
+mod corpus;
+
 use std::path::Path;
 use std::time::Instant;
 
+use corpus::{load, Conversation};
 use mnemo::config::SummaryConfig;
-use mnemo::memory::append::{plan, PreparedAppend};
 use mnemo::memory::summary::{run, Attempt};
-use mnemo::model::{
-    Encoding, NewTurn, Role, Session, SessionSettings, SessionSummary, ToolCall, ToolCallStatus,
-    Trigger, Turn,
-};
-use mnemo::store::{MemoryStore, SessionStore};
+use mnemo::model::{NewTurn, SessionSummary, Trigger, Turn};
 use mnemo::summarize::RuleBased;
-use serde::Deserialize;
-use serde_json::Value;
 
 const NS: &str = "sweep";
-
-/// Turns appended per batch.
-const BATCH: usize = 256;
-
-/// One conversation: an id and its turns.
-struct Conversation {
-    id: String,
-    turns: Vec<NewTurn>,
-}
-
-#[derive(Deserialize)]
-struct RawTurn {
-    #[serde(default)]
-    role: Option<String>,
-    #[serde(default)]
-    speaker: String,
-    #[serde(default)]
-    content: String,
-    #[serde(default)]
-    tool_call: Option<RawCall>,
-}
-
-#[derive(Deserialize)]
-struct RawCall {
-    tool_name: String,
-    #[serde(default)]
-    arguments_json: String,
-    #[serde(default)]
-    result: String,
-    #[serde(default)]
-    status: String,
-    #[serde(default)]
-    error_details: String,
-}
-
-fn new_turn(t: RawTurn, default_role: Role) -> NewTurn {
-    let role = match t.role.as_deref() {
-        Some("assistant") => Role::Assistant,
-        Some("tool") => Role::Tool,
-        Some("system") => Role::System,
-        Some("user") => Role::User,
-        _ => default_role,
-    };
-    NewTurn {
-        role,
-        speaker: t.speaker,
-        content: t.content,
-        client_time: None,
-        tool_call: t.tool_call.map(|c| ToolCall {
-            tool_name: c.tool_name,
-            arguments_json: c.arguments_json,
-            result: c.result,
-            status: match c.status.as_str() {
-                "success" => ToolCallStatus::Success,
-                "failure" => ToolCallStatus::Failure,
-                "timeout" => ToolCallStatus::Timeout,
-                "pending" => ToolCallStatus::Pending,
-                _ => ToolCallStatus::Unknown,
-            },
-            error_details: c.error_details,
-        }),
-        metadata: Default::default(),
-    }
-}
-
-fn turns_of(v: &Value, default_role: Role) -> Vec<NewTurn> {
-    let raw: Vec<RawTurn> = serde_json::from_value(v["turns"].clone()).unwrap_or_default();
-    raw.into_iter()
-        .map(|t| new_turn(t, default_role))
-        .filter(|t| !t.content.is_empty() || t.tool_call.is_some())
-        .collect()
-}
-
-/// The conversations of a set file or a fixture directory.
-fn load(path: &Path) -> Vec<Conversation> {
-    let read = |p: &Path| -> Value {
-        let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-    };
-    if path.is_dir() {
-        let mut files: Vec<_> = std::fs::read_dir(path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        files.sort();
-        return files
-            .iter()
-            .map(|p| Conversation {
-                id: p.file_stem().unwrap_or_default().to_string_lossy().into(),
-                turns: turns_of(&read(p), Role::User),
-            })
-            .collect();
-    }
-    let v = read(path);
-    let mut out = Vec::new();
-    if let Some(meetings) = v["meetings"].as_array() {
-        for m in meetings {
-            out.push(Conversation {
-                id: m["id"].as_str().unwrap_or("meeting").into(),
-                turns: turns_of(m, Role::User),
-            });
-        }
-    }
-    if let Some(convs) = v["conversations"].as_array() {
-        for c in convs {
-            out.push(Conversation {
-                id: c["id"].as_str().unwrap_or("conversation").into(),
-                turns: turns_of(c, Role::User),
-            });
-        }
-    }
-    if let Some(subjects) = v["subjects"].as_array() {
-        for s in subjects.iter() {
-            for (k, session) in s["sessions"].as_array().into_iter().flatten().enumerate() {
-                out.push(Conversation {
-                    id: session["session_id"]
-                        .as_str()
-                        .map_or_else(|| format!("session-{k}"), str::to_string),
-                    turns: turns_of(session, Role::User),
-                });
-            }
-        }
-    }
-    out
-}
 
 /// Whether `text` holds a bracketed stretch shaped like a transcriber's
 /// note (see the module documentation).
@@ -302,31 +173,7 @@ struct Row {
 }
 
 fn fold_one(c: &Conversation, row: &mut Row) {
-    let store = MemoryStore::default();
-    let settings = SessionSettings {
-        encoding: Encoding::default(),
-        ..SessionSettings::default()
-    };
-    let session = Session::new(NS, &c.id, settings, 1_773_741_600_000_000_000);
-    store.create_session(&session).expect("create session");
-    for chunk in c.turns.chunks(BATCH) {
-        let prepared = PreparedAppend {
-            turns: chunk.to_vec(),
-            token_counts: chunk
-                .iter()
-                .map(|t| mnemo::tokens::count_turn(Encoding::default(), t))
-                .collect(),
-            idempotency_key: None,
-            fingerprint: [0; 32],
-            expected_next_seq: None,
-            lease_epoch: None,
-            handoff: None,
-            now: 1_773_741_600_000_000_000,
-        };
-        store
-            .append_turns(NS, &c.id, None, &mut |s, prev| plan(s, prev, &prepared))
-            .expect("append");
-    }
+    let store = corpus::session_with(NS, &c.id, &c.turns);
     let cfg = SummaryConfig::default();
     let t0 = Instant::now();
     let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -410,28 +257,15 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 fn main() {
     // Turn is named so the bench fails to build if the model moves.
     let _: Option<Turn> = None;
-    let sets: Vec<(String, String)> = match std::env::var("MNEMO_SWEEP_SETS") {
-        Ok(v) => v
-            .split(',')
-            .filter(|s| !s.is_empty())
-            .map(|p| match p.split_once('=') {
-                Some((n, path)) => (n.to_string(), path.to_string()),
-                None => (p.to_string(), p.to_string()),
-            })
-            .collect(),
-        Err(_) => [
-            ("ELITR fixture", "tests/fixtures/meetings_elitr/dev.json"),
-            ("BFCL memory", "tests/fixtures/memory_bfcl/dev.json"),
-            ("summary fixtures", "tests/fixtures/summaries"),
-            (
-                "Taskmaster dialogues",
-                "tests/fixtures/dialogues_taskmaster/dev.json",
-            ),
-        ]
-        .iter()
-        .map(|(n, p)| (n.to_string(), p.to_string()))
-        .collect(),
-    };
+    let sets = corpus::sets(&[
+        ("ELITR fixture", "tests/fixtures/meetings_elitr/dev.json"),
+        ("BFCL memory", "tests/fixtures/memory_bfcl/dev.json"),
+        ("summary fixtures", "tests/fixtures/summaries"),
+        (
+            "Taskmaster dialogues",
+            "tests/fixtures/dialogues_taskmaster/dev.json",
+        ),
+    ]);
     let show = std::env::var_os("MNEMO_BENCH_SHOW_ITEMS").is_some();
     println!(
         "| corpus | conversations | turns | refused | panics | items | dropped by validator | marker-bearing items | non-person owners | fold p50 ms | fold p99 ms |"
