@@ -1,6 +1,6 @@
 //! Retrieval into context bundles, through gRPC on a real socket: what an
-//! earlier session said comes back with its citation; an empty query uses
-//! the newest user turn; nothing of another subject or namespace and
+//! earlier session said comes back with its citation; an empty query
+//! retrieves nothing; nothing of another subject or namespace and
 //! nothing of a deleted session is retrieved; the newest interaction is
 //! kept at every budget even when a summary is full of key facts; a short
 //! session's bundle is its transcript.
