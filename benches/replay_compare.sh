@@ -27,7 +27,9 @@ build() { # tree, copy to
     local exe
     exe=$(cd "$1" && cargo bench --profile dev --bench replay --no-run \
         --message-format=json-render-diagnostics |
+        grep '"kind":\["bench"\]' | grep '"name":"replay"' |
         sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+    [ -n "$exe" ] || { echo "no replay bench built in $1" >&2; exit 1; }
     cp "$exe" "$2"
 }
 build "$tree" "$work/replay-base"
