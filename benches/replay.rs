@@ -16,7 +16,16 @@
 //!   no cache, and with the reused prefix billed at 0.1× and at 0.5× (the
 //!   published range of cached-input prices; a cache write premium and a
 //!   provider's minimum cacheable length are left out);
-//! - bundle p50/p99 (ms) over the replay.
+//! - bundle p50/p99 (ms) over the replay;
+//! - **ceiling**: the share of the bundle that could be reused at best,
+//!   the bundle less the new exchange's own lines and the as-of line
+//!   (the least a request's part can hold; it names the newest turn), the
+//!   mean over pairs, and reuse ÷ ceiling;
+//! - where the non-reused share goes: the new exchange, the as-of line,
+//!   retrieved memory (part 3), the reader's line and the note on what
+//!   was cut, part 2 rewritten before the new exchange (a fold, a block
+//!   cut), part 1 from its first difference on; found in the text through
+//!   the response's part offsets.
 //!
 //! Folds are deterministic: automatic summaries are off and the bench
 //! asks for one (`Summarize`, waiting) after every 10 turns of a session,
@@ -31,8 +40,15 @@
 //! `MNEMO_REPLAY_DUMP=path` appends every bundle (JSON lines) to `path`.
 //!
 //! Data: `MNEMO_REPLAY_SETS` (comma-separated `name=path`; default the
-//! committed BFCL v4 memory chats and ELITR meetings). `MNEMO_REPLAY_BUDGETS`
-//! (comma-separated) overrides the budgets.
+//! committed BFCL v4 memory chats and ELITR meetings; any chat set in the
+//! same JSON form, such as the REALTALK chats built by
+//! `scripts/realtalk_to_dev_set.py`, which may not be committed, is added
+//! as `realtalk=path`). `MNEMO_REPLAY_BUDGETS` (comma-separated) overrides
+//! the budgets.
+//!
+//! Before/after in one run: `benches/replay_compare.sh <base commit>`
+//! builds this file at the base commit (a temporary worktree, the same
+//! target directory) and runs both with the same environment.
 //!
 //! Run: `cargo bench --bench replay`. Prints a Markdown table. This
 //! measures, it does not test.
@@ -223,6 +239,101 @@ struct Tally {
     latency: Vec<Duration>,
     folds: u64,
     refused: u64,
+    /// Sums of per-pair shares: the ceiling (overall, between folds) and
+    /// where the non-reused share went.
+    ceiling: f64,
+    ceiling_within: f64,
+    loss: Loss,
+    /// Bundle tokens over pairs (for the mean size).
+    pair_tokens: u64,
+}
+
+/// Where a pair's non-reused tokens lie, as shares of the bundle (sums
+/// over pairs).
+#[derive(Default)]
+struct Loss {
+    /// The appended exchange's own lines (and any update line after them).
+    exchange: f64,
+    /// Part 3: retrieved memory.
+    recalled: f64,
+    /// Part 3: the as-of line.
+    as_of: f64,
+    /// Part 3: the reader's line and the note on what was cut.
+    note: f64,
+    /// Part 2 before the new exchange: the log rewritten (a fold, a block
+    /// cut, a heading).
+    log: f64,
+    /// Part 1 from its first difference on.
+    stable: f64,
+}
+
+/// A bundle's tokens by part, and the pair's breakdown: (ceiling, loss).
+/// `first_seq` is the seq of the exchange's first turn; `who` names its
+/// turns as a transcript shows them (speaker, else role), newest last.
+fn breakdown(b: &pb::ContextBundle, shared: u64, first_seq: usize, who: &[String]) -> (f64, Loss) {
+    let text = b.rendered_text.as_str();
+    let total = u64::from(b.token_count).max(1);
+    let (sb, lb) = (b.stable_end_bytes as usize, b.log_end_bytes as usize);
+    let (se, le) = (u64::from(b.stable_end_tokens), u64::from(b.log_end_tokens));
+    let log = text.get(sb..lb).unwrap_or("");
+    // Where the exchange starts in the log: its first turn's line
+    // ("[#seq] role:"), or in a transcript (no seqs) the line of its first
+    // turn, found backwards from the end ("who:").
+    let marker = format!("[#{first_seq}] ");
+    let start = if log.starts_with(&marker) {
+        Some(0)
+    } else if let Some(i) = log.find(&format!("\n{marker}")) {
+        Some(i + 1)
+    } else {
+        let mut end = log.len();
+        let mut at = None;
+        for w in who.iter().rev() {
+            match log[..end].rfind(&format!("\n{w}:")) {
+                Some(i) => {
+                    at = Some(i + 1);
+                    end = i;
+                }
+                None if log.starts_with(&format!("{w}:")) => at = Some(0),
+                None => {}
+            }
+        }
+        at
+    };
+    let exchange = start.map_or(0, |i| tokens(&log[i..]));
+    let rest = text.get(lb..).unwrap_or("");
+    let as_of_at = rest
+        .find("As of turn ")
+        .or_else(|| rest.find("No turns yet"))
+        .unwrap_or(rest.len());
+    let as_of = rest[as_of_at..]
+        .split_inclusive('\n')
+        .next()
+        .map_or(0, tokens);
+    let recalled = tokens(&rest[..as_of_at]);
+    let part3 = total.saturating_sub(le);
+    let log_lost = le.saturating_sub(shared.max(se));
+    let exchange = exchange.min(log_lost);
+    let share = |x: u64| x as f64 / total as f64;
+    let loss = Loss {
+        exchange: share(exchange),
+        recalled: share(recalled),
+        as_of: share(as_of),
+        note: share(part3.saturating_sub(recalled + as_of)),
+        log: share(log_lost - exchange),
+        stable: share(se.saturating_sub(shared)),
+    };
+    (share(total.saturating_sub(exchange + as_of)), loss)
+}
+
+impl Loss {
+    fn add(&mut self, o: &Loss) {
+        self.exchange += o.exchange;
+        self.recalled += o.recalled;
+        self.as_of += o.as_of;
+        self.note += o.note;
+        self.log += o.log;
+        self.stable += o.stable;
+    }
 }
 
 async fn wait_for_episode(c: &mut Client, subject: &str, want: usize) {
@@ -335,6 +446,23 @@ async fn replay(set: &[Replay], budget: u32) -> Tally {
                     if (shared as f64) < 0.5 * tokens(text) as f64 {
                         t.changes += 1;
                     }
+                    let who: Vec<String> = x
+                        .iter()
+                        .map(|t| {
+                            if t.speaker.is_empty() {
+                                t.role.clone()
+                            } else {
+                                t.speaker.clone()
+                            }
+                        })
+                        .collect();
+                    let (ceiling, loss) = breakdown(&b, shared, before + 1, &who);
+                    t.ceiling += ceiling;
+                    if *v == version {
+                        t.ceiling_within += ceiling;
+                    }
+                    t.loss.add(&loss);
+                    t.pair_tokens += total;
                 }
                 if let Some(path) = std::env::var_os("MNEMO_REPLAY_DUMP") {
                     use std::io::Write as _;
@@ -394,8 +522,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    println!("| set | budget | exchanges | reuse | reuse between folds | reuse across a fold | changes / 100 | bill / 100, no cache | bill / 100, cached 0.1× | bill / 100, cached 0.5× | p50 ms | p99 ms |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| set | budget | exchanges | reuse | ceiling | reuse ÷ ceiling | reuse between folds | ceiling between folds | reuse across a fold | changes / 100 | bill / 100, no cache | bill / 100, cached 0.1× | bill / 100, cached 0.5× | p50 ms | p99 ms |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut losses = Vec::new();
     rt.block_on(async {
         for spec in sets.split(',') {
             let (name, path) = spec.split_once('=').unwrap_or((spec, spec));
@@ -411,11 +540,15 @@ fn main() {
                     }
                 };
                 let bill = |m: f64| per100(t.total as f64 - (1.0 - m) * t.cached as f64);
+                let pairs = t.pairs.max(1) as f64;
                 println!(
-                    "| {name} | {budget} | {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} |",
+                    "| {name} | {budget} | {} | {} | {} | {:.3} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} |",
                     t.exchanges,
                     mean((t.pairs, t.reuse)),
+                    mean((t.pairs, t.ceiling)),
+                    t.reuse / t.ceiling.max(f64::MIN_POSITIVE),
                     mean(t.within),
+                    mean((t.within.0, t.ceiling_within)),
                     mean(t.across),
                     per100(t.changes as f64),
                     per100(t.total as f64),
@@ -424,6 +557,19 @@ fn main() {
                     percentile(&mut t.latency, 0.5),
                     percentile(&mut t.latency, 0.99),
                 );
+                let l = &t.loss;
+                losses.push(format!(
+                    "| {name} | {budget} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                    t.pair_tokens as f64 / pairs,
+                    1.0 - t.reuse / pairs,
+                    l.exchange / pairs,
+                    l.as_of / pairs,
+                    l.recalled / pairs,
+                    l.note / pairs,
+                    l.log / pairs,
+                    l.stable / pairs,
+                    1.0 - t.ceiling / pairs,
+                ));
                 if t.refused > 0 {
                     eprintln!(
                         "{name} at {budget}: {} of {} folds refused by the summarizer's validation",
@@ -433,4 +579,10 @@ fn main() {
             }
         }
     });
+    println!("\nWhere the non-reused share goes (mean share of a bundle over pairs; the ceiling leaves out the new exchange and the as-of line):\n");
+    println!("| set | budget | mean bundle tokens | not reused | new exchange | as-of line | part 3: retrieved memory | part 3: reader, note | part 2 rewritten | part 1 changed | 1 − ceiling |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for l in losses {
+        println!("{l}");
+    }
 }

@@ -1,6 +1,6 @@
 //! Retrieval into context bundles, through gRPC on a real socket: what an
-//! earlier session said comes back with its citation; an empty query uses
-//! the newest user turn; nothing of another subject or namespace and
+//! earlier session said comes back with its citation; an empty query
+//! retrieves nothing; nothing of another subject or namespace and
 //! nothing of a deleted session is retrieved; the newest interaction is
 //! kept at every budget even when a summary is full of key facts; a short
 //! session's bundle is its transcript.
@@ -202,7 +202,8 @@ async fn an_earlier_sessions_answer_comes_back_with_its_citation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_empty_query_uses_the_newest_user_turn_and_namespaces_stay_apart() {
+async fn an_empty_query_retrieves_nothing_the_newest_turn_as_query_does_and_namespaces_stay_apart()
+{
     let server = TestServer::start().await;
     let mut c = server.client().await;
     two_subjects(&mut c, "ns").await;
@@ -234,7 +235,15 @@ async fn an_empty_query_uses_the_newest_user_turn_and_namespaces_stay_apart() {
     .await
     .unwrap();
     indexed(&mut c, "ns").await;
+    // Nothing asked, nothing retrieved: the bundle is what the session
+    // and the subject's memory hold (so successive bundles share their
+    // beginning and their end changes only by the as-of line).
     let b = bundle(&mut c, "ns", "ann-2", 1000, "").await;
+    assert!(b.recalled.is_empty(), "{:?}", b.recalled);
+    assert!(!b.rendered_text.contains("## Relevant memory"));
+    // The newest user turn as the query brings the earlier session's
+    // answer, and never another namespace's.
+    let b = bundle(&mut c, "ns", "ann-2", 1000, "Is a beagle hard to train?").await;
     assert!(
         b.rendered_text.contains("he is a beagle"),
         "{}",

@@ -15,12 +15,16 @@ use super::{BundleRequest, Inputs, Part, Section};
 use crate::model::{ActionStatus, CarriedAction, Priority, SessionState, SessionSummary};
 use crate::summarize::render;
 
-/// Cut order within a section: `prio` first, then newest first (the
-/// stable part is never ranked by a request: its lines do not depend on
-/// one). Returns indexes in that order.
+/// Cut order within a section: `prio` first, then oldest first. The
+/// summary's lists are in the order their items were first stated and a
+/// fold appends to them, so a section cut by its share keeps the items it
+/// showed before the fold and the fold's new ones come after them (or do
+/// not fit): the section's text then only grows at its end, and a prompt
+/// cache keeps it. The stable part is never ranked by a request: its lines
+/// do not depend on one. Returns indexes in that order.
 fn ranked(n: usize, prio: impl Fn(usize) -> u8) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..n).collect();
-    idx.sort_by_key(|&i| (prio(i), std::cmp::Reverse(i)));
+    idx.sort_by_key(|&i| (prio(i), i));
     idx
 }
 
@@ -102,7 +106,7 @@ fn memory_candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
             carried_line(&m.carried[i]),
         ));
     }
-    for i in ranked(m.facts.len(), |_| 0) {
+    for i in (0..m.facts.len()).rev() {
         out.push(item(Section::Facts, i, fact_item_line(&m.facts[i])));
     }
     // Newest first in the input: key by position, newest kept first.
@@ -175,10 +179,7 @@ pub(super) fn as_of_line(as_of: u64, state: SessionState) -> String {
     if as_of == 0 {
         format!("No turns yet; state {}.", state_name(state))
     } else {
-        format!(
-            "As of turn {as_of} (turns 1–{as_of}); state {}.",
-            state_name(state)
-        )
+        format!("As of turn {as_of}; state {}.", state_name(state))
     }
 }
 

@@ -8,8 +8,9 @@
 //!    budget, so this part is the same for every request between two folds.
 //! 2. the log of turns since the fold (`log.rs`), within [`LOG_SHARE`] of
 //!    what the stable part left;
-//! 3. the request's part: retrieved memory, the point in time, the reader,
-//!    then the note on what was cut, within what is left.
+//! 3. the request's part: memory retrieved for the query (none without
+//!    one), the point in time, the reader, then the note on what was cut,
+//!    within what is left.
 //!
 //! While sections compete, each may take only its share of the budget
 //! ([`share`]); a line cut by its share alone is offered again, in
@@ -45,10 +46,6 @@ const STABLE_SHARE: f64 = 0.3;
 /// Most of what the stable part left that the log may take; the rest is
 /// for the request's part (retrieved memory first).
 const LOG_SHARE: f64 = 0.6;
-
-/// Most of the budget (after the reserves) memory retrieved without a
-/// query (for the newest user turn) may take.
-const UNASKED_RECALL_SHARE: f64 = 0.05;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Choice {
@@ -91,18 +88,26 @@ fn share(share: Share) -> Option<f64> {
 }
 
 /// Sections of the stable part in reading order: what changes least
-/// first (carried actions and episodes change when another session ends;
-/// a fold may add facts, adds to the summary's lists and rewrites its
-/// prose).
+/// first, so that a fold, which changes the summary's sections, leaves
+/// the beginning before the first section it changed. Carried actions,
+/// episodes and facts change only when the subject's memory does (another
+/// session ends, a fact is added). Of the summary's sections a fold most
+/// often keeps decisions (a record, appended to), then open questions
+/// (one closes now and then), then pending actions (statuses change, done
+/// ones leave), then key facts (the summary keeps only the newest, so
+/// their list shifts once it is full), then the prose, rewritten at each
+/// fold. Measured on the replay's fold pairs (BFCL and ELITR, 4,000
+/// tokens): each section unchanged across a fold in 86%, 55%, 21%, 6%
+/// and 12% of them.
 const STABLE_ORDER: [Section; 9] = [
     Section::Header,
     Section::CarriedActions,
     Section::Episodes,
     Section::Facts,
-    Section::KeyFacts,
     Section::Decisions,
-    Section::PendingActions,
     Section::OpenQuestions,
+    Section::PendingActions,
+    Section::KeyFacts,
     Section::Summary,
 ];
 
@@ -191,22 +196,15 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
             c.estimate = u64::MAX;
         }
     }
-    // Without a query, memory is retrieved for the newest user turn: a
-    // new pick at every append. It gets a small share then, so that most
-    // of each bundle is what the previous one began with; a query asks
-    // for memory, and gets all that is left.
-    let request_cap = if req.query.trim().is_empty() {
-        state.used + as_of_reserve + (allowance as f64 * UNASKED_RECALL_SHARE) as u64
-    } else {
-        allowance
-    };
+    // Memory is retrieved only for a query (`memory::recall`), and takes
+    // all that is left.
     choose(
         &mut cands,
         &mut choices,
         Part::Request,
         &mut state,
         enc,
-        (allowance, request_cap.min(allowance), max_bytes),
+        (allowance, allowance, max_bytes),
         &headings,
     );
     let (text, count, (shortened, omitted), (stable_end, log_end)) = render_text(
@@ -442,7 +440,7 @@ pub(super) fn is_shortened(c: &Candidate, choice: Choice) -> bool {
 
 fn note(budget: u32, shortened: u32, omitted: u64) -> String {
     format!(
-        "Note: to fit {budget} tokens, {shortened} items are shortened and {omitted} left out; the manifest lists them and ListTurns returns any turn in full."
+        "Note: to fit {budget} tokens, {shortened} shortened, {omitted} left out (see the manifest)."
     )
 }
 

@@ -30,7 +30,7 @@ type ToolResult = Result<String, String>;
 pub struct GetContext {
     /// The session to continue.
     pub session_id: String,
-    /// What you are about to do; memory bearing on it is retrieved from the session's older turns and the subject's past sessions. Empty: the newest user turn.
+    /// What you are about to do; memory bearing on it is retrieved from the session's older turns and the subject's past sessions. Empty: nothing is retrieved (pass the user's newest message to retrieve for it).
     #[serde(default)]
     pub query: String,
     /// Most tokens the context may take (256 up to the server's limit; default 2000).

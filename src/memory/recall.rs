@@ -6,14 +6,16 @@
 //! and supplies the neighbour that completes a turn's question/answer
 //! pair.
 //!
-//! The request is the bundle's `query`, or, when it is empty, the
-//! session's newest user turn.
+//! The request is the bundle's `query`; without one nothing is retrieved.
+//! (Memory retrieved for the newest user turn would be a new pick at every
+//! append, after the log, so a prompt cache could never reuse it: an agent
+//! that wants it passes that turn as the query.)
 
 use std::collections::{HashMap, HashSet};
 
 use crate::bundle::{BundleRequest, Recalled, RecalledItem};
 use crate::error::{Error, Result};
-use crate::model::{Role, Session, Turn};
+use crate::model::{Session, Turn};
 use crate::search::{turn_time, Hit, Kind, SearchIndex, SearchQuery};
 use crate::store::Store;
 
@@ -30,21 +32,8 @@ pub(super) struct Shown<'a> {
     /// Leave this session's turns out altogether (a transcript bundle
     /// shows all of them).
     pub whole_session: bool,
-    /// The newest turns, for the request when `query` is empty.
+    /// The newest turns (the newest gives the time a question is asked at).
     pub recent: &'a [Turn],
-}
-
-/// The text retrieval runs on.
-fn request_text(req: &BundleRequest, recent: &[Turn]) -> String {
-    if !req.query.trim().is_empty() {
-        return req.query.clone();
-    }
-    recent
-        .iter()
-        .rev()
-        .find(|t| t.role == Role::User && !t.content.trim().is_empty())
-        .map(|t| t.content.clone())
-        .unwrap_or_default()
 }
 
 /// Whether a stored record may be shown: `NotFound` and damaged records
@@ -65,7 +54,7 @@ pub(super) fn recall(
     req: &BundleRequest,
     shown: &Shown<'_>,
 ) -> Result<Vec<Recalled>> {
-    let text = request_text(req, shown.recent);
+    let text = req.query.clone();
     if req.skip_recall || text.trim().is_empty() || !index.is_ready() {
         return Ok(Vec::new());
     }

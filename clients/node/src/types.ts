@@ -419,7 +419,7 @@ export interface ContextBundle {
   facts: Fact[];
   /** The subject's past sessions that fit. */
   episodes: Episode[];
-  /** Memory retrieved for the request (query, or the newest user turn), best first. */
+  /** Memory retrieved for the request (its query; none without one), best first. */
   recalled: RecalledMemory[];
   /**
    * `renderedText` runs from the most stable to the most volatile: (1) header, the subject's

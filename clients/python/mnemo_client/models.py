@@ -326,7 +326,7 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class RecalledMemory:
-    """Memory retrieved for a bundle's request (query, or the newest user turn), verbatim.
+    """Memory retrieved for a bundle's request (its query; none without one), verbatim.
 
     One of: turns of this or an earlier session of the subject (`hit_seq` the
     one that matched, plus the neighbour completing its question/answer pair
