@@ -217,6 +217,12 @@ def test_a_budget_keeps_long_sessions_inside_the_window(daemon: Daemon, namespac
     if again[0] == got[0]:  # no fold and no block of old turns cut meanwhile
         assert again[: len(got) - 1] == got[:-1]
     assert again[-2] == {"role": "user", "content": "And ORD-2000?"}
+    # Memory is retrieved for the newest user message, in the closing part:
+    # an early exchange the window no longer holds verbatim comes back.
+    asyncio.run(full.add_items([{"role": "user", "content": "When does ORD-1002 ship?"}]))
+    asked = asyncio.run(bounded.get_items())
+    assert asked[-2] == {"role": "user", "content": "When does ORD-1002 ship?"}
+    assert "ORD-1002 ships on day 2" in asked[-1]["content"], asked[-1]["content"]
     # A short session fits: every item as added.
     short = MnemoSession("short", address=daemon.address, namespace=namespace, context_budget_tokens=1000)
     asyncio.run(short.add_items(items[:4]))

@@ -20,8 +20,8 @@ model's window: when the whole session fits the budget it returns every item;
 otherwise mnemo's context bundle first: a system message with its stable part
 (the summary, pending actions, open questions, the subject's memory) and older
 turns shortened, then the newest items exactly as added, then a system message
-with what the request decided (memory retrieved for the newest request, the
-point in time), all within about that many tokens. Successive calls share
+with what the request decided (memory retrieved for the newest user message,
+the point in time), all within about that many tokens. Successive calls share
 everything up to the newest item, which a provider's prompt cache reuses.
 
 ``pop_item`` is atomic: it is mnemo's ``RemoveLastTurn``, so concurrent pops
@@ -50,6 +50,10 @@ ITEM_KEY = "openai_agents.item"
 _CHUNK = 4000  # bytes per metadata value (the daemon's limit is 4096)
 _MAX_CHUNKS = 60  # metadata entries per turn (the daemon's limit is 64)
 _MESSAGE_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+
+# Turns read back to find the newest user message.
+_REQUEST_LOOKBACK = 16
 
 
 class MnemoSession:
@@ -134,7 +138,7 @@ class MnemoSession:
         except NotFound:
             return []
         if self.context_budget_tokens is not None and session.turn_count > 0:
-            items = self._within_budget(self.context_budget_tokens)
+            items = self._within_budget(self.context_budget_tokens, session.next_seq)
             if limit is None:
                 return items
             # The newest items: the closing system message is no item.
@@ -144,9 +148,21 @@ class MnemoSession:
         first = 0 if limit is None else max(1, session.next_seq - limit)
         return [item_of(t) for t in self._client.list_turns(self.namespace, self.session_id, from_seq=first)]
 
-    def _within_budget(self, budget: int) -> list[Any]:
+    def _newest_request(self, next_seq: int) -> str:
+        """The newest user message's text (at most 4096 bytes), or "" when the
+        last few turns hold none: what the bundle retrieves memory for."""
+        turns = self._client.list_turns(self.namespace, self.session_id, from_seq=max(1, next_seq - _REQUEST_LOOKBACK))
+        for t in reversed(list(turns)):
+            if t.role == "user" and t.content.strip():
+                return t.content.encode("utf-8")[:4096].decode("utf-8", "ignore")
+        return ""
+
+    def _within_budget(self, budget: int, next_seq: int) -> list[Any]:
         """The session as the model should see it within `budget` tokens."""
-        bundle = self._client.get_context_bundle(self.namespace, self.session_id, budget)
+        # Memory retrieved for the newest request comes last (the bundle's
+        # request part), so it costs no prompt-cache reuse.
+        query = self._newest_request(next_seq)
+        bundle = self._client.get_context_bundle(self.namespace, self.session_id, budget, query=query)
         if bundle.manifest.transcript:
             return [item_of(t) for t in self._client.list_turns(self.namespace, self.session_id)]
         # The bundle first: its stable part and its shortened older turns lead,
