@@ -297,3 +297,13 @@ mod tests {
         assert!(nanos_from(&huge, "t").is_err());
     }
 }
+
+impl From<crate::model::TurnsRemoved> for pb::TurnsRemoved {
+    fn from(t: crate::model::TurnsRemoved) -> Self {
+        pb::TurnsRemoved {
+            through_seq: t.through_seq,
+            count: t.count,
+            remove_time: Some(timestamp(t.at)),
+        }
+    }
+}

@@ -105,7 +105,24 @@ impl Memory {
                     Vec::new()
                 }
             };
-            Ok(bundle::build(inputs, &req))
+            let Some(t) = st.retention_mark(&ns, &id)?.turns_removed() else {
+                return Ok(bundle::build(inputs, &req));
+            };
+            // Said after everything else, so the stable prefix and the
+            // log's offsets stay as they are; its tokens come out of the
+            // budget.
+            let note = t.note();
+            let enc = req.encoding.unwrap_or(inputs.session.settings.encoding);
+            let cost = u32::try_from(crate::tokens::count(enc, &note) + 1).unwrap_or(u32::MAX);
+            let mut narrower = req.clone();
+            narrower.budget_tokens = req.budget_tokens.saturating_sub(cost).max(crate::bundle::MIN_BUDGET);
+            let mut b = bundle::build(inputs, &narrower);
+            b.budget_tokens = req.budget_tokens;
+            b.token_count = b.token_count.saturating_add(cost);
+            b.rendered_text.push('\n');
+            b.rendered_text.push_str(&note);
+            b.manifest.turns_removed = Some(t);
+            Ok(b)
         })
         .await
     }
@@ -217,6 +234,9 @@ pub(super) fn gather(
     };
     let memory = subject_memory(store, &session, req.budget_tokens)?;
     let as_of = session.last_seq();
+    // Turns a retention policy removed: the log starts after them, and a
+    // session missing its start is never shown as a whole transcript.
+    let gone = store.retention_mark(ns, session_id)?.turns_through_seq;
     let covered = summary
         .as_ref()
         .map_or(0, |s| s.covers_through_seq.min(as_of));
@@ -236,13 +256,15 @@ pub(super) fn gather(
     });
     let whole =
         session.total_tokens + as_of * TRANSCRIPT_TURN_COST + TRANSCRIPT_HEADER_COST + open_items;
-    let transcript = same_encoding && as_of > 0 && whole <= budget;
+    let transcript = gone == 0 && same_encoding && as_of > 0 && whole <= budget;
     let from = if transcript {
         1
     } else {
         // The newest interaction is always in, even when a fold covers it.
         let newest = newest_interaction(store, ns, session_id, covered, as_of)?;
-        log_origin(covered, as_of, log_window(req.budget_tokens)).min(newest)
+        log_origin(covered, as_of, log_window(req.budget_tokens))
+            .min(newest)
+            .max(gone + 1)
     };
     // The turns from there, oldest first.
     let mut turns = Vec::new();
@@ -258,7 +280,8 @@ pub(super) fn gather(
         turns.extend(chunk);
         next = to + 1;
     }
-    let unread = (from > covered + 1 && !transcript).then_some((covered + 1, from - 1));
+    let first_kept = (covered + 1).max(gone + 1);
+    let unread = (from > first_kept && !transcript).then_some((first_kept, from - 1));
     Ok(Inputs {
         session,
         summary,

@@ -280,6 +280,17 @@ pub fn plan(store: &dyn Store, policy: &RetentionPolicy, now: UnixNanos) -> Resu
 }
 
 impl Memory {
+    /// The turns retention removed from a session, if any.
+    pub async fn turns_removed(
+        &self,
+        ns: &str,
+        session_id: &str,
+    ) -> Result<Option<crate::model::TurnsRemoved>> {
+        let (n, id) = (ns.to_owned(), session_id.to_owned());
+        self.blocking(move |st| Ok(st.retention_mark(&n, &id)?.turns_removed()))
+            .await
+    }
+
     /// Sessions with something due at `now` (namespace, session id), to
     /// be claimed.
     pub async fn retention_due(

@@ -89,3 +89,39 @@ impl RetentionCounts {
         ]
     }
 }
+
+/// Turns retention removed from the start of a session, as readers are
+/// told of them (ListTurns, GetSummary, bundles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnsRemoved {
+    /// Seqs `1..=through_seq` are gone.
+    pub through_seq: u64,
+    /// How many turns that was.
+    pub count: u64,
+    /// When turns were last removed.
+    pub at: UnixNanos,
+}
+
+impl RetentionMark {
+    /// The turns removed, if any.
+    pub fn turns_removed(&self) -> Option<TurnsRemoved> {
+        (self.turns_through_seq > 0).then_some(TurnsRemoved {
+            through_seq: self.turns_through_seq,
+            count: self.turns_removed,
+            at: self.turns_removed_at,
+        })
+    }
+}
+
+impl TurnsRemoved {
+    /// One line that says so, for rendered summaries and bundles: what is
+    /// cited of turns `1..=through_seq` can no longer be looked up.
+    pub fn note(&self) -> String {
+        let days = self.at.div_euclid(86_400 * 1_000_000_000);
+        let (y, m, d) = super::calendar::civil_from_days(days);
+        format!(
+            "[Turns 1-{} of this session were removed by a retention policy on {y:04}-{m:02}-{d:02}; what cites them can no longer be checked against the transcript.]",
+            self.through_seq
+        )
+    }
+}
