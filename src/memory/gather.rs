@@ -190,11 +190,13 @@ fn newest_interaction(
     session_id: &str,
     covered: u64,
     as_of: u64,
+    gone: u64,
 ) -> Result<u64> {
     let after_fold = (covered + 1).min(as_of.max(1));
     let (mut next, mut size) = (as_of, 8u64);
-    while next >= 1 && as_of - next < MAX_INTERACTION_SCAN {
-        let from = next.saturating_sub(size - 1).max(1);
+    // Turns up to `gone` were removed by retention.
+    while next > gone && as_of - next < MAX_INTERACTION_SCAN {
+        let from = next.saturating_sub(size - 1).max(gone + 1);
         let chunk = store.read_turns(ns, session_id, from, next, size as usize)?;
         if chunk.is_empty() {
             return Err(Error::session_not_found(ns, session_id));
@@ -261,7 +263,7 @@ pub(super) fn gather(
         1
     } else {
         // The newest interaction is always in, even when a fold covers it.
-        let newest = newest_interaction(store, ns, session_id, covered, as_of)?;
+        let newest = newest_interaction(store, ns, session_id, covered, as_of, gone)?;
         log_origin(covered, as_of, log_window(req.budget_tokens))
             .min(newest)
             .max(gone + 1)
