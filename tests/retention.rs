@@ -453,6 +453,7 @@ async fn two_daemons_on_postgres_remove_each_record_once() {
     clock.store(mnemo::model::now_nanos() + 31 * DAY, Ordering::SeqCst);
     let (ra, rb) = tokio::join!(ret_a.pass(), ret_b.pass());
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    eprintln!("daemon A removed {ra:?}, daemon B {rb:?}");
     assert_eq!(ra.turns + rb.turns, (SESSIONS * 300) as u64, "{ra:?} {rb:?}");
     let mut cb = b.client().await;
     for i in 0..SESSIONS {

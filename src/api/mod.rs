@@ -638,4 +638,24 @@ impl MemoryService for MemoryApi {
             .await
             .map(Response::new)
     }
+
+    async fn list_erasures(
+        &self,
+        request: Request<pb::ListErasuresRequest>,
+    ) -> Result<Response<pb::ListErasuresResponse>, Status> {
+        let r = admit(request, Role::Admin)?;
+        let span = span("ListErasures", &r.namespace, "");
+        async move {
+            let page = self
+                .memory
+                .list_erasures_page(&r.namespace, &r.subject_id, r.page_size, &r.page_token)
+                .await?;
+            Ok(Response::new(pb::ListErasuresResponse {
+                erasures: page.items.into_iter().map(Into::into).collect(),
+                next_page_token: page.next_page_token.unwrap_or_default(),
+            }))
+        }
+        .instrument(span)
+        .await
+    }
 }
