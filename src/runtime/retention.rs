@@ -25,8 +25,9 @@ use crate::store::WorkKind;
 const FACTS_ITEM: &str = "\u{1}facts";
 /// How long a claimed item stays leased to this daemon.
 const LEASE: Duration = Duration::from_secs(300);
-/// Items claimed at once.
-const CLAIM_BATCH: usize = 16;
+/// Items claimed at once: one, so that daemons sharing a database share
+/// the items of a pass (a claim costs little beside an item's deletes).
+const CLAIM_BATCH: usize = 1;
 
 /// Where retention reads the time: the system clock, or a test's.
 pub type Clock = Arc<dyn Fn() -> UnixNanos + Send + Sync>;
