@@ -387,10 +387,20 @@ async fn erasure_records_are_listed_in_pages_and_by_subject_hash() {
     // id is not listed.
     let b = list("b-2", 0, String::new()).await.unwrap().erasures;
     assert_eq!(b, vec![records[1].clone()]);
-    assert!(list("nobody", 0, String::new()).await.unwrap().erasures.is_empty());
+    assert!(list("nobody", 0, String::new())
+        .await
+        .unwrap()
+        .erasures
+        .is_empty());
     // Bad input.
-    assert_eq!(list("", 0, "zz".into()).await.unwrap_err().code(), Code::InvalidArgument);
-    assert_eq!(list("", 100_000, String::new()).await.unwrap_err().code(), Code::InvalidArgument);
+    assert_eq!(
+        list("", 0, "zz".into()).await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        list("", 100_000, String::new()).await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
     // The CLI.
     let out = ok(mnemo(&[
         "subject",
@@ -403,10 +413,16 @@ async fn erasure_records_are_listed_in_pages_and_by_subject_hash() {
         "--addr",
         &server.url(),
     ]));
-    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["erasure_id"], records[1].erasure_id.as_str());
-    assert_eq!(lines[0]["subject_sha256"], records[1].subject_sha256.as_str());
+    assert_eq!(
+        lines[0]["subject_sha256"],
+        records[1].subject_sha256.as_str()
+    );
     assert!(!out.contains("b-2"));
 }
 

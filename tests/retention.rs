@@ -69,7 +69,11 @@ async fn session(c: &mut Client, ns: &str, id: &str, words: &str, close: bool) -
     .await
     .unwrap();
     let turns = (0..10)
-        .map(|i| user_turn(&format!("{words} turn {i}: please refund order {i}00 to my card")))
+        .map(|i| {
+            user_turn(&format!(
+                "{words} turn {i}: please refund order {i}00 to my card"
+            ))
+        })
         .collect();
     c.append_turns(append_req(ns, id, turns)).await.unwrap();
     c.summarize(pb::SummarizeRequest {
@@ -107,7 +111,11 @@ async fn list_turns(c: &mut Client, ns: &str, id: &str) -> pb::ListTurnsResponse
     .into_inner()
 }
 
-async fn summary(c: &mut Client, ns: &str, id: &str) -> Result<pb::GetSummaryResponse, tonic::Status> {
+async fn summary(
+    c: &mut Client,
+    ns: &str,
+    id: &str,
+) -> Result<pb::GetSummaryResponse, tonic::Status> {
     c.get_summary(pb::GetSummaryRequest {
         namespace: ns.into(),
         session_id: id.into(),
@@ -182,20 +190,36 @@ async fn only_what_is_due_goes_and_readers_are_told() {
     );
     let gone = list_turns(&mut c, "ret", "s-old").await;
     assert!(gone.turns.is_empty());
-    let t = gone.turns_removed.expect("ListTurns says turns were removed");
+    let t = gone
+        .turns_removed
+        .expect("ListTurns says turns were removed");
     assert_eq!((t.through_seq, t.count), (10, 10));
     assert_eq!(all_turns(&mut c, "ret", "s-new").await.len(), 10);
     assert_eq!(all_turns(&mut c, "ret", "s-active").await.len(), 10);
     assert_eq!(all_turns(&mut c, "other", "o-old").await.len(), 10);
-    assert!(list_turns(&mut c, "ret", "s-new").await.turns_removed.is_none());
+    assert!(list_turns(&mut c, "ret", "s-new")
+        .await
+        .turns_removed
+        .is_none());
     // The session record keeps its seqs.
     let after = common::get_session(&mut c, "ret", "s-old").await.unwrap();
-    assert_eq!((after.turn_count, after.next_seq), (old.turn_count, old.next_seq));
+    assert_eq!(
+        (after.turn_count, after.next_seq),
+        (old.turn_count, old.next_seq)
+    );
     // The summary stays, cites the removed turns and says they are gone.
     let s = summary(&mut c, "ret", "s-old").await.unwrap();
     assert!(s.turns_removed.is_some());
-    assert!(s.rendered.contains("removed by a retention policy"), "{}", s.rendered);
-    assert!(summary(&mut c, "ret", "s-new").await.unwrap().turns_removed.is_none());
+    assert!(
+        s.rendered.contains("removed by a retention policy"),
+        "{}",
+        s.rendered
+    );
+    assert!(summary(&mut c, "ret", "s-new")
+        .await
+        .unwrap()
+        .turns_removed
+        .is_none());
     // A bundle of it is served, without the removed turns, and says so.
     let b = c
         .get_context_bundle(pb::GetContextBundleRequest {
@@ -228,7 +252,10 @@ async fn only_what_is_due_goes_and_readers_are_told() {
     let removed = retention.pass().await.unwrap();
     assert_eq!(removed.turns, 10);
     assert_eq!(removed.summaries + removed.episodes + removed.facts, 0);
-    assert!(removed.audit_records >= 2 * audits_before as u64 - 1, "{removed:?}");
+    assert!(
+        removed.audit_records >= 2 * audits_before as u64 - 1,
+        "{removed:?}"
+    );
     assert_eq!(audit_len(&mut c, "ret", "s-old").await, 0);
     assert!(audit_len(&mut c, "other", "o-old").await > 0);
     // The active session keeps its turns whatever their age.
@@ -326,7 +353,9 @@ async fn closed_session_with(c: &mut Client, ns: &str, id: &str, turns: usize) {
     let mut left = turns;
     while left > 0 {
         let n = left.min(200);
-        let batch = (0..n).map(|i| user_turn(&format!("line {i} of {id}"))).collect();
+        let batch = (0..n)
+            .map(|i| user_turn(&format!("line {i} of {id}")))
+            .collect();
         c.append_turns(append_req(ns, id, batch)).await.unwrap();
         left -= n;
     }
@@ -376,17 +405,40 @@ async fn a_dry_run_counts_what_a_pass_then_removes() {
         "--config",
         file.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(plan["namespaces"].get("other").is_none(), "{plan}");
-    let planned = |kind: &str| plan["namespaces"]["ret"][kind]["count"].as_u64().unwrap_or(0);
+    let planned = |kind: &str| {
+        plan["namespaces"]["ret"][kind]["count"]
+            .as_u64()
+            .unwrap_or(0)
+    };
     assert_eq!(planned("turns"), 310, "{plan}");
-    assert!(planned("summaries") >= 1 && planned("audit_records") >= 1, "{plan}");
-    assert!(plan["namespaces"]["ret"]["turns"]["oldest"].as_i64().is_some());
+    assert!(
+        planned("summaries") >= 1 && planned("audit_records") >= 1,
+        "{plan}"
+    );
+    assert!(plan["namespaces"]["ret"]["turns"]["oldest"]
+        .as_i64()
+        .is_some());
     // The table form names the namespace and kinds.
-    let table = mnemo(&["retention", "--dry-run", "--at", &at_arg, "--config", file.to_str().unwrap()]);
+    let table = mnemo(&[
+        "retention",
+        "--dry-run",
+        "--at",
+        &at_arg,
+        "--config",
+        file.to_str().unwrap(),
+    ]);
     let text = String::from_utf8_lossy(&table.stdout);
-    assert!(text.contains("ret") && text.contains("turns") && text.contains("310"), "{text}");
+    assert!(
+        text.contains("ret") && text.contains("turns") && text.contains("310"),
+        "{text}"
+    );
     // Without --dry-run nothing is removed, and it says why.
     let refused = mnemo(&["retention", "--config", file.to_str().unwrap()]);
     assert!(!refused.status.success());
@@ -454,7 +506,11 @@ async fn two_daemons_on_postgres_remove_each_record_once() {
     let (ra, rb) = tokio::join!(ret_a.pass(), ret_b.pass());
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     eprintln!("daemon A removed {ra:?}, daemon B {rb:?}");
-    assert_eq!(ra.turns + rb.turns, (SESSIONS * 300) as u64, "{ra:?} {rb:?}");
+    assert_eq!(
+        ra.turns + rb.turns,
+        (SESSIONS * 300) as u64,
+        "{ra:?} {rb:?}"
+    );
     let mut cb = b.client().await;
     for i in 0..SESSIONS {
         let r = list_turns(&mut cb, "ret", &format!("s{i}")).await;
@@ -462,7 +518,10 @@ async fn two_daemons_on_postgres_remove_each_record_once() {
         let t = r.turns_removed.unwrap();
         assert_eq!((t.through_seq, t.count), (300, 300));
     }
-    assert_eq!(ret_a.pass().await.unwrap().total() + ret_b.pass().await.unwrap().total(), 0);
+    assert_eq!(
+        ret_a.pass().await.unwrap().total() + ret_b.pass().await.unwrap().total(),
+        0
+    );
     drop((ret_a, ret_b, c, cb));
     a.stop().await;
     b.stop().await;
@@ -472,8 +531,14 @@ async fn two_daemons_on_postgres_remove_each_record_once() {
 async fn a_bad_table_is_a_config_error_naming_the_key() {
     let tmp = tempfile::tempdir().unwrap();
     for (table, needle) in [
-        ("namespace = \"ret\"\nturns_days = 0", "retention[0].turns_days = 0"),
-        ("namespace = \"ret\"\naudit_days = -5", "retention[0].audit_days = -5"),
+        (
+            "namespace = \"ret\"\nturns_days = 0",
+            "retention[0].turns_days = 0",
+        ),
+        (
+            "namespace = \"ret\"\naudit_days = -5",
+            "retention[0].audit_days = -5",
+        ),
         ("turns_days = 3", "retention[0].namespace is required"),
     ] {
         let file = tmp.path().join("bad.toml");

@@ -75,12 +75,18 @@ fn print(plan: &RetentionPlan, json: bool) -> Result<(), String> {
         println!("{v}");
         return Ok(());
     }
-    println!("retention as of {} (dry run: nothing removed)", utc(plan.at));
+    println!(
+        "retention as of {} (dry run: nothing removed)",
+        utc(plan.at)
+    );
     if plan.namespaces.is_empty() {
         println!("nothing is due");
         return Ok(());
     }
-    println!("{:<32} {:<14} {:>10}  oldest", "namespace", "kind", "records");
+    println!(
+        "{:<32} {:<14} {:>10}  oldest",
+        "namespace", "kind", "records"
+    );
     for (ns, kinds) in &plan.namespaces {
         for (kind, d) in kinds {
             let oldest = d.oldest.map_or_else(|| "-".to_owned(), utc);

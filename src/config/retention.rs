@@ -91,9 +91,9 @@ pub fn validate(rules: &[RetentionRule]) -> Result<()> {
         }
         if r.namespace != ANY_NAMESPACE {
             let ok = r.namespace.len() <= crate::model::limits::MAX_ID_BYTES
-                && r.namespace.chars().all(|c| {
-                    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@')
-                });
+                && r.namespace
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@'));
             if !ok {
                 return Err(Error::invalid(format!(
                     "{at}.namespace {:?} is not a namespace name (A-Z a-z 0-9 . _ - : @, at most {} bytes) nor \"*\"",
@@ -154,7 +154,10 @@ mod tests {
         for (rules, needle) in [
             (vec![rule("a", Some(0))], "retention[0].turns_days = 0"),
             (vec![rule("a", Some(-3))], "retention[0].turns_days = -3"),
-            (vec![rule("", Some(3))], "retention[0].namespace is required"),
+            (
+                vec![rule("", Some(3))],
+                "retention[0].namespace is required",
+            ),
             (
                 vec![rule("a", Some(3)), rule("a", Some(4))],
                 "retention[1]: namespace \"a\"",

@@ -22,9 +22,7 @@ use serde::Serialize;
 use super::{Event, Memory};
 use crate::config::{RetentionPolicy, RetentionRule};
 use crate::error::{Error, Result};
-use crate::model::{
-    Fact, RetentionCounts, SessionCut, SessionState, UnixNanos,
-};
+use crate::model::{Fact, RetentionCounts, SessionCut, SessionState, UnixNanos};
 use crate::store::{RetentionView, Store};
 
 /// Records removed per unit of work (one store transaction).
@@ -48,7 +46,9 @@ pub fn session_cut(v: &RetentionView, rule: &RetentionRule, now: UnixNanos) -> S
     let closed = s.state == SessionState::Closed;
     let mut cut = SessionCut::default();
     if let Some(days) = rule.turns_days {
-        if closed && s.last_active_at <= cutoff(now, days) && s.last_seq() > v.mark.turns_through_seq
+        if closed
+            && s.last_active_at <= cutoff(now, days)
+            && s.last_seq() > v.mark.turns_through_seq
         {
             cut.turns_through_seq = s.last_seq();
         }
@@ -79,7 +79,10 @@ pub fn session_cut(v: &RetentionView, rule: &RetentionRule, now: UnixNanos) -> S
 
 /// How many records of each kind `cut` removes from the session seen in
 /// `v`, and the oldest one's time per kind.
-pub fn cut_counts(v: &RetentionView, cut: &SessionCut) -> (RetentionCounts, [Option<UnixNanos>; 5]) {
+pub fn cut_counts(
+    v: &RetentionView,
+    cut: &SessionCut,
+) -> (RetentionCounts, [Option<UnixNanos>; 5]) {
     let mut c = RetentionCounts::default();
     let mut oldest = [None; 5];
     if cut.turns_through_seq > v.mark.turns_through_seq {
@@ -109,7 +112,10 @@ pub fn cut_counts(v: &RetentionView, cut: &SessionCut) -> (RetentionCounts, [Opt
 
 /// Whether `rule` removes the fact `f` (with its history) at `now`.
 pub fn fact_due(f: &Fact, rule: &RetentionRule, now: UnixNanos) -> bool {
-    f.is_current() && rule.facts_days.is_some_and(|d| f.updated_at <= cutoff(now, d))
+    f.is_current()
+        && rule
+            .facts_days
+            .is_some_and(|d| f.updated_at <= cutoff(now, d))
 }
 
 /// What is due in one namespace and kind.
@@ -137,7 +143,11 @@ impl RetentionPlan {
             return;
         }
         let kinds = self.namespaces.entry(ns.to_owned()).or_default();
-        for ((kind, n), at) in RetentionCounts::KINDS.iter().zip(counts.by_kind()).zip(oldest) {
+        for ((kind, n), at) in RetentionCounts::KINDS
+            .iter()
+            .zip(counts.by_kind())
+            .zip(oldest)
+        {
             if n == 0 {
                 continue;
             }
@@ -218,13 +228,17 @@ fn chain_of(store: &dyn Store, head: &Fact) -> Result<Vec<Fact>> {
     Ok(chain)
 }
 
+/// Receives the due fact chains of one subject: (namespace, subject,
+/// chains, each a current version then the versions it superseded).
+pub type DueChains<'a> = dyn FnMut(&str, &str, Vec<Vec<Fact>>) -> Result<()> + 'a;
+
 /// Calls `f` with each page's due fact chains of one subject: (namespace,
 /// subject, chains). Pages through every namespace's facts.
 pub fn each_due_fact_page(
     store: &dyn Store,
     policy: &RetentionPolicy,
     now: UnixNanos,
-    f: &mut dyn FnMut(&str, &str, Vec<Vec<Fact>>) -> Result<()>,
+    f: &mut DueChains<'_>,
 ) -> Result<()> {
     if !policy.removes_facts() {
         return Ok(());
@@ -369,7 +383,8 @@ impl Memory {
                     let mut versions = 0;
                     for chain in ids {
                         if versions > 0 && versions + chain.len() > RETENTION_BATCH {
-                            n += st.retain_facts(ns, subject, &part, &|f| fact_due(f, &rule, now))?;
+                            n +=
+                                st.retain_facts(ns, subject, &part, &|f| fact_due(f, &rule, now))?;
                             part.clear();
                             versions = 0;
                         }

@@ -62,7 +62,8 @@ pub struct RetentionCounts {
 
 impl RetentionCounts {
     /// The kinds' names, as metrics and the dry run label them.
-    pub const KINDS: [&'static str; 5] = ["turns", "summaries", "episodes", "audit_records", "facts"];
+    pub const KINDS: [&'static str; 5] =
+        ["turns", "summaries", "episodes", "audit_records", "facts"];
 
     /// Adds `o`.
     pub fn add(&mut self, o: &RetentionCounts) {

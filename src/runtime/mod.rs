@@ -256,7 +256,11 @@ impl Runtime {
     }
 
     /// Starts applying `policy` every `every` (the first pass at once).
-    pub fn start_retention(&self, policy: crate::config::RetentionPolicy, every: std::time::Duration) {
+    pub fn start_retention(
+        &self,
+        policy: crate::config::RetentionPolicy,
+        every: std::time::Duration,
+    ) {
         let r = Retention::start(self.memory.clone(), policy, every);
         *self.retention.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
     }

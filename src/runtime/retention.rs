@@ -84,10 +84,20 @@ impl Retention {
                     }
                     match r.pass().await {
                         Ok(c) if c.total() > 0 => {
-                            tracing::info!(removed = c.total(), turns = c.turns, summaries = c.summaries, episodes = c.episodes, audit_records = c.audit_records, facts = c.facts, "retention pass");
+                            tracing::info!(
+                                removed = c.total(),
+                                turns = c.turns,
+                                summaries = c.summaries,
+                                episodes = c.episodes,
+                                audit_records = c.audit_records,
+                                facts = c.facts,
+                                "retention pass"
+                            );
                         }
                         Ok(_) => {}
-                        Err(e) => tracing::error!(error = %e, "retention pass failed; it runs again at the next sweep"),
+                        Err(e) => {
+                            tracing::error!(error = %e, "retention pass failed; it runs again at the next sweep")
+                        }
                     }
                     drop(r);
                     tokio::time::sleep(every).await;

@@ -542,7 +542,8 @@ pub fn verify(
 /// expected). Returns the turns stored.
 fn check_session(engine: &dyn Engine, s: &Session, note: &mut dyn FnMut(String)) -> Result<u64> {
     let (ns, id) = (&s.namespace, &s.session_id);
-    let mark: RetentionMark = codec_read(engine, &keys::retention_mark(ns, id))?.unwrap_or_default();
+    let mark: RetentionMark =
+        codec_read(engine, &keys::retention_mark(ns, id))?.unwrap_or_default();
     let prefix = keys::turns_of(ns, id);
     let (mut expected, mut count) = (mark.turns_through_seq + 1, 0u64);
     each_entry(engine, &prefix, |key, _| {
@@ -584,7 +585,10 @@ fn check_session(engine: &dyn Engine, s: &Session, note: &mut dyn FnMut(String))
 
 /// A record, verified, if stored (an unreadable one is reported where its
 /// own key is checked).
-fn codec_read<T: serde::de::DeserializeOwned>(engine: &dyn Engine, key: &[u8]) -> Result<Option<T>> {
+fn codec_read<T: serde::de::DeserializeOwned>(
+    engine: &dyn Engine,
+    key: &[u8],
+) -> Result<Option<T>> {
     Ok(match engine.get(key)? {
         Some(v) => codec::decode(&v, String::new).ok(),
         None => None,

@@ -32,8 +32,8 @@ mod retention;
 use std::collections::BTreeMap;
 
 pub use self::erase::{EraseStep, EraseStore};
-pub use self::retention::{RetentionStore, RetentionView};
 pub use self::kv::{KvStore, MemoryStore, PgStore, SledStore};
+pub use self::retention::{RetentionStore, RetentionView};
 use crate::error::Result;
 use crate::model::{
     ActionRef, ActionStatus, AppendOutcome, AuditRecord, CarriedAction, Episode, Fact, FactFilter,

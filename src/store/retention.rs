@@ -15,8 +15,8 @@ use super::records::{read, read_session};
 use super::{codec, keys, KvStore};
 use crate::error::{Error, Result};
 use crate::model::{
-    AuditRecord, Episode, Fact, IndexChange, RetentionCounts, RetentionMark, Session,
-    SessionCut, SessionSummary, Turn, UnixNanos,
+    AuditRecord, Episode, Fact, IndexChange, RetentionCounts, RetentionMark, Session, SessionCut,
+    SessionSummary, Turn, UnixNanos,
 };
 
 /// What the domain reads of a session to decide what retention removes.
@@ -120,15 +120,24 @@ impl<E: Engine> RetentionStore for KvStore<E> {
         let oldest_turn_at = scan_decoded::<Turn>(e, &keys::turns_of(ns, session_id), 1, "turn")?
             .first()
             .map(|t| t.server_time);
-        let summaries =
-            scan_decoded::<SessionSummary>(e, &keys::summaries_of(ns, session_id), limit, "summary")?
-                .into_iter()
-                .map(|s| (s.version, s.created_at))
-                .collect();
-        let audits = scan_decoded::<AuditRecord>(e, &keys::audits_of(ns, session_id), limit, "audit record")?
-            .into_iter()
-            .map(|a| (a.audit_seq, a.created_at))
-            .collect();
+        let summaries = scan_decoded::<SessionSummary>(
+            e,
+            &keys::summaries_of(ns, session_id),
+            limit,
+            "summary",
+        )?
+        .into_iter()
+        .map(|s| (s.version, s.created_at))
+        .collect();
+        let audits = scan_decoded::<AuditRecord>(
+            e,
+            &keys::audits_of(ns, session_id),
+            limit,
+            "audit record",
+        )?
+        .into_iter()
+        .map(|a| (a.audit_seq, a.created_at))
+        .collect();
         let episode_ended_at = match e.get(&keys::episode_of(ns, session_id))? {
             Some(k) => read::<Episode>(e, &k, || format!("episode of session {ns}/{session_id}"))?
                 .map(|ep| ep.ended_at),
@@ -206,7 +215,11 @@ impl<E: Engine> RetentionStore for KvStore<E> {
                 }
             }
             if budget > 0 && cut.summaries_through_version > 0 {
-                for (k, _) in tx.scan(Bound::Unbounded, &keys::summaries_of(ns, session_id), budget)? {
+                for (k, _) in tx.scan(
+                    Bound::Unbounded,
+                    &keys::summaries_of(ns, session_id),
+                    budget,
+                )? {
                     let version = keys::seq_of(&k);
                     if version > cut.summaries_through_version {
                         break;
@@ -279,7 +292,9 @@ impl<E: Engine> RetentionStore for KvStore<E> {
                     _ => continue,
                 }
                 for id in chain {
-                    let Some(f) = read_fact(tx, ns, id)? else { continue };
+                    let Some(f) = read_fact(tx, ns, id)? else {
+                        continue;
+                    };
                     writes.push(Write::Delete(keys::fact(ns, id)));
                     writes.push(Write::Delete(keys::subject_fact(ns, &f.subject_id, id)));
                     notes.push(IndexChange::Fact {
