@@ -113,15 +113,25 @@ impl Memory {
             // budget.
             let note = t.note();
             let enc = req.encoding.unwrap_or(inputs.session.settings.encoding);
-            let cost = u32::try_from(crate::tokens::count(enc, &note) + 1).unwrap_or(u32::MAX);
+            // A few tokens of slack: the joined text is counted exactly
+            // after, and BPE may merge across the line break.
+            let cost = u32::try_from(crate::tokens::count(enc, &note) + 4).unwrap_or(u32::MAX);
             let mut narrower = req.clone();
-            narrower.budget_tokens = req.budget_tokens.saturating_sub(cost).max(crate::bundle::MIN_BUDGET);
+            narrower.budget_tokens = req
+                .budget_tokens
+                .saturating_sub(cost)
+                .max(crate::bundle::MIN_BUDGET);
             let mut b = bundle::build(inputs, &narrower);
             b.budget_tokens = req.budget_tokens;
-            b.token_count = b.token_count.saturating_add(cost);
-            b.rendered_text.push('\n');
-            b.rendered_text.push_str(&note);
             b.manifest.turns_removed = Some(t);
+            let text = format!("{}\n{note}", b.rendered_text);
+            let count = crate::tokens::count(b.encoding, &text);
+            if let Ok(count) = u32::try_from(count) {
+                if count <= b.budget_tokens {
+                    b.rendered_text = text;
+                    b.token_count = count;
+                }
+            }
             Ok(b)
         })
         .await
