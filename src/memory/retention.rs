@@ -405,3 +405,98 @@ impl Memory {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{RetentionMark, Session};
+
+    fn view(state: SessionState, last_active_at: UnixNanos) -> RetentionView {
+        let mut s = Session::new("ns", "s", Default::default(), 0);
+        s.state = state;
+        s.last_active_at = last_active_at;
+        s.next_seq = 11;
+        s.turn_count = 10;
+        s.summary.version = 3;
+        RetentionView {
+            session: s,
+            mark: RetentionMark::default(),
+            oldest_turn_at: Some(1),
+            summaries: vec![(1, 10 * DAY), (2, 20 * DAY), (3, 30 * DAY)],
+            audits: vec![(1, 10 * DAY), (2, 20 * DAY), (3, 30 * DAY)],
+            episode_ended_at: Some(30 * DAY),
+        }
+    }
+
+    fn rule() -> RetentionRule {
+        RetentionRule {
+            namespace: "ns".into(),
+            turns_days: Some(5),
+            summaries_days: Some(5),
+            audit_days: Some(5),
+            facts_days: Some(5),
+        }
+    }
+
+    const DAY: i64 = NANOS_PER_DAY;
+
+    #[test]
+    fn turns_go_only_from_closed_sessions_once_old_enough() {
+        let closed = view(SessionState::Closed, 30 * DAY);
+        assert_eq!(
+            session_cut(&closed, &rule(), 35 * DAY - 1).turns_through_seq,
+            0
+        );
+        assert_eq!(
+            session_cut(&closed, &rule(), 35 * DAY).turns_through_seq,
+            10
+        );
+        for state in [SessionState::Active, SessionState::Idle] {
+            let v = view(state, 30 * DAY);
+            assert_eq!(session_cut(&v, &rule(), 1000 * DAY).turns_through_seq, 0);
+        }
+        // Already removed: nothing more.
+        let mut done = closed.clone();
+        done.mark.turns_through_seq = 10;
+        assert_eq!(session_cut(&done, &rule(), 1000 * DAY).turns_through_seq, 0);
+        let counts = cut_counts(&closed, &session_cut(&closed, &rule(), 35 * DAY)).0;
+        assert_eq!(counts.turns, 10);
+    }
+
+    #[test]
+    fn summaries_are_a_prefix_and_the_latest_stays_while_not_closed() {
+        let open = view(SessionState::Active, 30 * DAY);
+        // At day 26 versions 1 and 2 are 5 days old or more.
+        let cut = session_cut(&open, &rule(), 26 * DAY);
+        assert_eq!(cut.summaries_through_version, 2);
+        assert_eq!(cut.audit_through_seq, 2);
+        assert!(!cut.episode);
+        // Far later: the open session keeps its latest, a closed one not.
+        assert_eq!(
+            session_cut(&open, &rule(), 999 * DAY).summaries_through_version,
+            2
+        );
+        let closed = view(SessionState::Closed, 30 * DAY);
+        let cut = session_cut(&closed, &rule(), 999 * DAY);
+        assert_eq!(
+            (cut.summaries_through_version, cut.audit_through_seq),
+            (3, 3)
+        );
+        assert!(cut.episode);
+        let (c, oldest) = cut_counts(&closed, &cut);
+        assert_eq!((c.summaries, c.episodes, c.audit_records), (3, 1, 3));
+        assert_eq!(oldest[1], Some(10 * DAY));
+        // A kind left out is kept.
+        let keep = RetentionRule {
+            namespace: "ns".into(),
+            ..Default::default()
+        };
+        assert!(session_cut(&closed, &keep, 999 * DAY).is_empty());
+    }
+
+    #[test]
+    fn cutoffs_do_not_overflow() {
+        assert_eq!(cutoff(i64::MIN + 5, 365_000), i64::MIN);
+        assert_eq!(cutoff(10 * DAY, 1), 9 * DAY);
+    }
+}
