@@ -503,9 +503,13 @@ async fn two_daemons_on_postgres_remove_each_record_once() {
         closed_session_with(&mut c, "ret", &format!("s{i}"), 300).await;
     }
     clock.store(mnemo::model::now_nanos() + 31 * DAY, Ordering::SeqCst);
+    let started = std::time::Instant::now();
     let (ra, rb) = tokio::join!(ret_a.pass(), ret_b.pass());
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
-    eprintln!("daemon A removed {ra:?}, daemon B {rb:?}");
+    eprintln!(
+        "daemon A removed {ra:?}, daemon B {rb:?}, in {:?}",
+        started.elapsed()
+    );
     assert_eq!(
         ra.turns + rb.turns,
         (SESSIONS * 300) as u64,
