@@ -26,8 +26,7 @@ use mnemo::store::engine::{Batch, Engine, Entry, MemoryEngine, Read, Write};
 use mnemo::store::postgres::PgOptions;
 use mnemo::store::{
     keys, AppendPlan, Appended, EpisodePlan, FactFate, KnowledgeStore, KvStore, MemoryStore,
-    Outbox, PgStore, Removed, RetentionStore, SessionStore, SledStore, Store, SummaryStore,
-    SummaryWrite,
+    Outbox, PgStore, Removed, SessionStore, SledStore, Store, SummaryStore, SummaryWrite,
 };
 use mnemo::{Error, Result};
 
