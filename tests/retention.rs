@@ -561,3 +561,72 @@ async fn a_bad_table_is_a_config_error_naming_the_key() {
         assert!(e.contains(needle), "{e}");
     }
 }
+
+/// Figures (`cargo test --test retention figures -- --ignored --nocapture`):
+/// a retention pass removing the turns of 50 closed sessions x 1000
+/// turns, beside DeleteSession of 50 sessions of the same size in the same
+/// run, and the dry run before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn figures_retention_pass() {
+    const SESSIONS: usize = 50;
+    const TURNS: usize = 1000;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    let cfg = config(&dir);
+    let clock = Arc::new(AtomicI64::new(mnemo::model::now_nanos()));
+    let (server, retention) = start(cfg.clone(), clock.clone()).await;
+    let mut c = server.client().await;
+    let fill = std::time::Instant::now();
+    for i in 0..SESSIONS {
+        closed_session_with(&mut c, "ret", &format!("r{i}"), TURNS).await;
+        closed_session_with(&mut c, "other", &format!("d{i}"), TURNS).await;
+    }
+    eprintln!(
+        "filled {} turns in {:?}",
+        2 * SESSIONS * TURNS,
+        fill.elapsed()
+    );
+    let at = mnemo::model::now_nanos() + 31 * DAY;
+    let file = tmp.path().join("mnemo.toml");
+    std::fs::write(&file, toml::to_string(&cfg).unwrap()).unwrap();
+    let at_arg = format!("{}.{:09}", at / 1_000_000_000, at % 1_000_000_000);
+    let dry = if on_postgres() {
+        let t = std::time::Instant::now();
+        let out = mnemo(&[
+            "retention",
+            "--dry-run",
+            "--json",
+            "--at",
+            &at_arg,
+            "--config",
+            file.to_str().unwrap(),
+        ]);
+        assert!(out.status.success());
+        Some(t.elapsed())
+    } else {
+        None
+    };
+    clock.store(at, Ordering::SeqCst);
+    let t = std::time::Instant::now();
+    let removed = retention.pass().await.unwrap();
+    let pass = t.elapsed();
+    assert_eq!(removed.turns, (SESSIONS * TURNS) as u64);
+    let t = std::time::Instant::now();
+    for i in 0..SESSIONS {
+        c.delete_session(pb::DeleteSessionRequest {
+            namespace: "other".into(),
+            session_id: format!("d{i}"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let delete = t.elapsed();
+    eprintln!(
+        "retention pass removing {} turns of {SESSIONS} sessions: {pass:?}; DeleteSession of {SESSIONS} sessions x {TURNS} turns: {delete:?}; dry run (PostgreSQL, daemon running): {dry:?}",
+        removed.turns
+    );
+    drop(retention);
+    server.stop().await;
+}
