@@ -617,7 +617,6 @@ async fn figures_retention_pass() {
         c.delete_session(pb::DeleteSessionRequest {
             namespace: "other".into(),
             session_id: format!("d{i}"),
-            ..Default::default()
         })
         .await
         .unwrap();
