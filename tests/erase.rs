@@ -349,6 +349,83 @@ async fn erase_removes_the_subject_everywhere_and_nothing_else_and_export_matche
 }
 
 /// Appends (ms) of each call, sorted.
+#[tokio::test]
+async fn erasure_records_are_listed_in_pages_and_by_subject_hash() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let mut records = Vec::new();
+    for subject in ["a-1", "b-2", "c-3"] {
+        make_session(&mut c, "shop", &format!("s-{subject}"), subject).await;
+        records.push(erase(&mut c, "shop", subject).await.unwrap());
+    }
+    make_session(&mut c, "other", "s-x", "a-1").await;
+    erase(&mut c, "other", "a-1").await.unwrap();
+    let list = |subject: &str, size: u32, token: String| {
+        let mut c = c.clone();
+        let subject = subject.to_owned();
+        async move {
+            c.list_erasures(pb::ListErasuresRequest {
+                namespace: "shop".into(),
+                subject_id: subject,
+                page_size: size,
+                page_token: token,
+            })
+            .await
+            .map(|r| r.into_inner())
+        }
+    };
+    // Two pages of two and one, oldest first, as EraseSubject returned.
+    let first = list("", 2, String::new()).await.unwrap();
+    assert_eq!(first.erasures.len(), 2);
+    assert!(!first.next_page_token.is_empty());
+    let second = list("", 2, first.next_page_token.clone()).await.unwrap();
+    assert_eq!(second.erasures.len(), 1);
+    assert!(second.next_page_token.is_empty());
+    let all: Vec<_> = first.erasures.into_iter().chain(second.erasures).collect();
+    assert_eq!(all, records);
+    // By subject: matched by hash; another namespace's record of the same
+    // id is not listed.
+    let b = list("b-2", 0, String::new()).await.unwrap().erasures;
+    assert_eq!(b, vec![records[1].clone()]);
+    assert!(list("nobody", 0, String::new())
+        .await
+        .unwrap()
+        .erasures
+        .is_empty());
+    // Bad input.
+    assert_eq!(
+        list("", 0, "zz".into()).await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        list("", 100_000, String::new()).await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
+    // The CLI.
+    let out = ok(mnemo(&[
+        "subject",
+        "erasures",
+        "-n",
+        "shop",
+        "--subject",
+        "b-2",
+        "--json",
+        "--addr",
+        &server.url(),
+    ]));
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["erasure_id"], records[1].erasure_id.as_str());
+    assert_eq!(
+        lines[0]["subject_sha256"],
+        records[1].subject_sha256.as_str()
+    );
+    assert!(!out.contains("b-2"));
+}
+
 fn p99(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[((v.len() as f64 * 0.99) as usize).min(v.len() - 1)]

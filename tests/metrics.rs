@@ -134,6 +134,13 @@ async fn the_metrics_endpoint_counts_requests_and_reports_memory() {
     // At least the session and its two turns.
     assert!(get("mnemo_subject_erased_records_total") >= 3.0);
     assert_eq!(get("mnemo_subject_erases_running"), 0.0);
+    // No retention table: a series per kind, nothing removed.
+    for kind in ["turns", "summaries", "episodes", "audit_records", "facts"] {
+        assert_eq!(
+            get(&format!("mnemo_retention_deleted_total{{kind=\"{kind}\"}}")),
+            0.0
+        );
+    }
     assert!(get("mnemo_tokens_appended_total") >= 12.0);
     assert!(get("mnemo_summaries_written_total") >= 1.0);
     assert_eq!(get("mnemo_search_index_lag"), 0.0);

@@ -46,6 +46,7 @@ const RPCS: &[(&str, Role)] = &[
     ("Search", Role::Read),
     ("EraseSubject", Role::Admin),
     ("ExportSubject", Role::Admin),
+    ("ListErasures", Role::Admin),
 ];
 
 /// Calls `rpc` in namespace `ns` with an otherwise empty request. Only
@@ -89,6 +90,7 @@ async fn call(c: &mut MemoryClient, rpc: &str, ns: &str) -> Result<(), Status> {
         "Search" => send!(search, SearchRequest),
         "EraseSubject" => send!(erase_subject, EraseSubjectRequest),
         "ExportSubject" => send!(export_subject, ExportSubjectRequest),
+        "ListErasures" => send!(list_erasures, ListErasuresRequest),
         other => panic!("no call for {other}"),
     }
 }

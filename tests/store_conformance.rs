@@ -3010,6 +3010,135 @@ fn summary_at_reads_one_version_without_the_session(store: &dyn Store) {
     assert!(store.summary_at("ns", "other", 1).unwrap().is_none());
 }
 
+fn retention_removes_what_it_is_told_in_batches_and_marks_it(store: &dyn Store) {
+    store.create_session(&session("ns", "s", "alice")).unwrap();
+    store.create_session(&session("ns", "t", "alice")).unwrap();
+    for chunk in 0..3 {
+        let texts: Vec<String> = (0..100)
+            .map(|i| format!("turn {}", chunk * 100 + i))
+            .collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        append_texts(store, "ns", "s", &texts);
+    }
+    append_texts(store, "ns", "t", &["keep", "me"]);
+    summarize(store, "ns", "t", 1, 2, None);
+    summarize(store, "ns", "t", 2, 2, None);
+    close(store, "ns", "s");
+    let before = outbox(store).len();
+    let cut = SessionCut {
+        turns_through_seq: 300,
+        ..Default::default()
+    };
+    // A batch per call, oldest first; the mark follows; a repeat removes
+    // nothing.
+    let first = store.retain_session("ns", "s", &cut, 256, 7).unwrap();
+    assert_eq!(first.turns, 256);
+    let mark = store.retention_mark("ns", "s").unwrap();
+    assert_eq!(
+        (
+            mark.turns_through_seq,
+            mark.turns_removed,
+            mark.turns_removed_at
+        ),
+        (256, 256, 7)
+    );
+    assert_eq!(
+        store.retain_session("ns", "s", &cut, 256, 8).unwrap().turns,
+        44
+    );
+    assert_eq!(
+        store
+            .retain_session("ns", "s", &cut, 256, 9)
+            .unwrap()
+            .total(),
+        0
+    );
+    assert!(contents(store, "ns", "s").is_empty());
+    let mark = store.retention_mark("ns", "s").unwrap();
+    assert_eq!((mark.turns_through_seq, mark.turns_removed), (300, 300));
+    // The session keeps its seqs; the other session is untouched.
+    let s = store.get_session("ns", "s").unwrap();
+    assert_eq!((s.next_seq, s.turn_count), (301, 300));
+    assert_eq!(contents(store, "ns", "t"), ["keep", "me"]);
+    // The index hears of every removed turn.
+    let removed: BTreeSet<u64> = outbox(store)[before..]
+        .iter()
+        .filter_map(|(_, c)| match c {
+            IndexChange::TurnRemoved {
+                session_id, seq, ..
+            } if session_id == "s" => Some(*seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(removed, (1..=300).collect());
+    let view = store.retention_view("ns", "s", 10).unwrap().unwrap();
+    assert_eq!(view.oldest_turn_at, None);
+    // Summary versions and audit records up to the cut; the mark says
+    // which versions.
+    let cut = SessionCut {
+        summaries_through_version: 1,
+        audit_through_seq: 1,
+        ..Default::default()
+    };
+    let c = store.retain_session("ns", "t", &cut, 256, 10).unwrap();
+    assert_eq!((c.summaries, c.audit_records, c.turns), (1, 1, 0));
+    assert_eq!(
+        store
+            .retention_mark("ns", "t")
+            .unwrap()
+            .summaries_through_version,
+        1
+    );
+    assert!(store.summary_at("ns", "t", 1).unwrap().is_none());
+    assert!(store.summary_at("ns", "t", 2).unwrap().is_some());
+    // A session that is gone: nothing, and no error.
+    assert_eq!(
+        store
+            .retain_session("ns", "gone", &cut, 256, 10)
+            .unwrap()
+            .total(),
+        0
+    );
+    assert!(store.retention_view("ns", "gone", 10).unwrap().is_none());
+    // Fact chains: left whole when no longer due, removed whole otherwise.
+    let (old, _) = put(
+        store,
+        &new_fact_of("alice", "pet", "Has a dog", FactOrigin::Client),
+    );
+    let (cur, _) = put(
+        store,
+        &new_fact_of("alice", "pet", "Has a cat", FactOrigin::Client),
+    );
+    let chain = vec![vec![cur.fact_id.clone(), old.fact_id.clone()]];
+    assert_eq!(
+        store
+            .retain_facts("ns", "alice", &chain, &|_| false)
+            .unwrap(),
+        0
+    );
+    assert!(store.get_fact("ns", &cur.fact_id).is_ok());
+    assert_eq!(
+        store
+            .retain_facts("ns", "alice", &chain, &|_| true)
+            .unwrap(),
+        2
+    );
+    assert!(matches!(
+        store.get_fact("ns", &old.fact_id),
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        store.get_fact("ns", &cur.fact_id),
+        Err(Error::NotFound(_))
+    ));
+    // Deleting the session takes its mark with it.
+    store.delete_session("ns", "s").unwrap();
+    assert_eq!(
+        store.retention_mark("ns", "s").unwrap(),
+        RetentionMark::default()
+    );
+}
+
 conformance! {
     snapshot_sees_every_kind_of_write;
     removing_the_last_turn_frees_its_seq;
@@ -3048,6 +3177,7 @@ conformance! {
     claims_lease_fence_and_take_over;
     summary_at_reads_one_version_without_the_session;
     erase_removes_a_subject_in_steps_and_refuses_its_writes_meanwhile;
+    retention_removes_what_it_is_told_in_batches_and_marks_it;
 }
 
 // ---------------------------------------------------------------------------

@@ -67,6 +67,7 @@ namespaced!(
     pb::SearchRequest,
     pb::EraseSubjectRequest,
     pb::ExportSubjectRequest,
+    pb::ListErasuresRequest,
 );
 
 /// As [`admit`], also returning who called: the key's name, or

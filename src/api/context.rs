@@ -180,6 +180,7 @@ impl From<Bundle> for pb::ContextBundle {
                     .map(Into::into)
                     .collect(),
                 transcript: b.manifest.transcript,
+                turns_removed: b.manifest.turns_removed.map(Into::into),
             }),
         }
     }

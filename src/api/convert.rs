@@ -274,6 +274,16 @@ impl From<AppendOutcome> for pb::AppendTurnsResponse {
     }
 }
 
+impl From<crate::model::TurnsRemoved> for pb::TurnsRemoved {
+    fn from(t: crate::model::TurnsRemoved) -> Self {
+        pb::TurnsRemoved {
+            through_seq: t.through_seq,
+            count: t.count,
+            remove_time: Some(timestamp(t.at)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

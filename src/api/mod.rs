@@ -273,9 +273,14 @@ impl MemoryService for MemoryApi {
                     &r.page_token,
                 )
                 .await?;
+            let removed = self
+                .memory
+                .turns_removed(&r.namespace, &r.session_id)
+                .await?;
             Ok(Response::new(pb::ListTurnsResponse {
                 turns: page.items.into_iter().map(Into::into).collect(),
                 next_page_token: page.next_page_token.unwrap_or_default(),
+                turns_removed: removed.map(Into::into),
             }))
         }
         .instrument(span)
@@ -344,14 +349,22 @@ impl MemoryService for MemoryApi {
                 .memory
                 .get_summary(&r.namespace, &r.session_id, r.version)
                 .await?;
-            let rendered = match format {
+            let removed = self
+                .memory
+                .turns_removed(&r.namespace, &r.session_id)
+                .await?;
+            let mut rendered = match format {
                 pb::SummaryFormat::Json => crate::summarize::render::json(&s),
                 pb::SummaryFormat::Markdown => crate::summarize::render::markdown(&s),
                 pb::SummaryFormat::Structured | pb::SummaryFormat::Unspecified => String::new(),
             };
+            if let (Some(t), pb::SummaryFormat::Markdown) = (removed, format) {
+                rendered.push_str(&format!("\n{}\n", t.note()));
+            }
             Ok(Response::new(pb::GetSummaryResponse {
                 summary: Some(s.into()),
                 rendered,
+                turns_removed: removed.map(Into::into),
             }))
         }
         .instrument(span)
@@ -624,5 +637,25 @@ impl MemoryService for MemoryApi {
             .instrument(span)
             .await
             .map(Response::new)
+    }
+
+    async fn list_erasures(
+        &self,
+        request: Request<pb::ListErasuresRequest>,
+    ) -> Result<Response<pb::ListErasuresResponse>, Status> {
+        let r = admit(request, Role::Admin)?;
+        let span = span("ListErasures", &r.namespace, "");
+        async move {
+            let page = self
+                .memory
+                .list_erasures_page(&r.namespace, &r.subject_id, r.page_size, &r.page_token)
+                .await?;
+            Ok(Response::new(pb::ListErasuresResponse {
+                erasures: page.items.into_iter().map(Into::into).collect(),
+                next_page_token: page.next_page_token.unwrap_or_default(),
+            }))
+        }
+        .instrument(span)
+        .await
     }
 }

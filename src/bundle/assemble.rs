@@ -238,6 +238,7 @@ pub(super) fn assemble(
             complete: shortened == 0 && omitted == 0,
             recalled_left_out: Vec::new(),
             transcript,
+            turns_removed: None,
             sections,
             summary_version: summary.as_ref().map_or(0, |s| s.version),
             summarized: summary

@@ -205,6 +205,9 @@ pub struct Manifest {
     pub recalled_left_out: Vec<RecalledRef>,
     /// The whole session fitted: the bundle is its transcript.
     pub transcript: bool,
+    /// Turns a retention policy removed from the session's start (the
+    /// summary may cite them); set by the domain.
+    pub turns_removed: Option<crate::model::TurnsRemoved>,
 }
 
 /// One piece of memory retrieved for a request.

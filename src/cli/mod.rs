@@ -10,6 +10,7 @@ mod json;
 mod knowledge;
 mod mcp;
 mod pipe;
+mod retention;
 mod serve;
 mod sessions;
 mod subject;
@@ -168,6 +169,10 @@ enum Command {
     /// Rewrite a stopped daemon's data directory so removed records'
     /// bytes leave its files (after an erase).
     Compact(compact::CompactArgs),
+    /// What the retention policies (`[[retention]]` in the config) would
+    /// remove now, per namespace and kind (`--dry-run`; the daemon
+    /// applies them).
+    Retention(retention::RetentionArgs),
     /// Serve a daemon's memory as MCP tools (Model Context Protocol), over
     /// stdio or Streamable HTTP, for agents and MCP hosts.
     Mcp(mcp::McpArgs),
@@ -326,6 +331,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Key(cmd) => admin::key(cmd),
         Command::Subject(cmd) => subject::subject(cmd).await,
         Command::Compact(args) => blocking(move || compact::compact(args)).await,
+        Command::Retention(args) => blocking(move || retention::retention(args)).await,
         Command::Mcp(args) => mcp::mcp(args).await,
         Command::Inspect(args) => inspect::inspect(args).await,
         Command::Audit(args) => audit::audit(args).await,

@@ -44,6 +44,18 @@ pub enum SubjectCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// List the namespace's erasure records (when, by which key, what was
+    /// removed; the subject only as a hash), oldest first.
+    Erasures {
+        /// Namespace.
+        #[arg(long, short)]
+        namespace: String,
+        /// Only this subject's records (matched by its hash).
+        #[arg(long)]
+        subject: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
 }
 
 /// Runs a `subject` subcommand.
@@ -149,7 +161,83 @@ pub async fn subject(cmd: SubjectCommand) -> Result<(), String> {
             }
             Ok(())
         }
+        SubjectCommand::Erasures {
+            namespace,
+            subject,
+            client,
+        } => erasures(namespace, subject.unwrap_or_default(), client).await,
     }
+}
+
+/// `mnemo subject erasures`: every page, one line (or JSON object) per
+/// record.
+async fn erasures(namespace: String, subject_id: String, client: ClientArgs) -> Result<(), String> {
+    let json = client.json;
+    let mut c = connect(&client).await.map_err(|e| e.to_string())?;
+    let mut token = String::new();
+    let mut n = 0u64;
+    loop {
+        let page = c
+            .list_erasures(pb::ListErasuresRequest {
+                namespace: namespace.clone(),
+                subject_id: subject_id.clone(),
+                page_size: 0,
+                page_token: token,
+            })
+            .await
+            .map_err(status_line)?
+            .into_inner();
+        for r in &page.erasures {
+            n += 1;
+            let counts = r.counts.unwrap_or_default();
+            let total = counts.sessions
+                + counts.turns
+                + counts.summaries
+                + counts.fold_states
+                + counts.audit_records
+                + counts.review_items
+                + counts.action_statuses
+                + counts.idempotency_records
+                + counts.facts
+                + counts.episodes
+                + counts.carried_actions;
+            let secs = |t: &Option<prost_types::Timestamp>| t.as_ref().map_or(0, |t| t.seconds);
+            if json {
+                let v = serde_json::json!({
+                    "erasure_id": r.erasure_id,
+                    "subject_sha256": r.subject_sha256,
+                    "requested_by": r.requested_by,
+                    "request_time": secs(&r.request_time),
+                    "complete_time": secs(&r.complete_time),
+                    "records": total,
+                    "sessions": counts.sessions,
+                    "turns": counts.turns,
+                    "facts": counts.facts,
+                });
+                println!("{v}");
+            } else {
+                println!(
+                    "{}  completed {}  by {}  subject sha256 {}  {} records ({} sessions, {} turns, {} facts)",
+                    r.erasure_id,
+                    secs(&r.complete_time),
+                    r.requested_by,
+                    r.subject_sha256,
+                    total,
+                    counts.sessions,
+                    counts.turns,
+                    counts.facts
+                );
+            }
+        }
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    if !json {
+        eprintln!("{n} erasure records");
+    }
+    Ok(())
 }
 
 /// Asks for the subject id to be typed back.

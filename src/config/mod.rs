@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod model;
 pub mod postgres;
+pub mod retention;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 pub use self::auth::AuthConfig;
 pub use self::model::{ModelConfig, SummarizerKind};
 pub use self::postgres::PostgresConfig;
+pub use self::retention::{RetentionPolicy, RetentionRule};
 use crate::error::{Error, Result};
 use crate::model::limits::{
     MAX_METADATA_ENTRIES, MAX_METADATA_KEY_BYTES, MAX_METADATA_VALUE_BYTES, MAX_NAME_BYTES,
@@ -91,6 +93,9 @@ pub struct Limits {
     /// On a shared database: an erase job whose daemon made no progress
     /// for this many seconds is taken over by another daemon.
     pub erase_take_over_secs: u64,
+    /// How often retention policies (`[[retention]]`) are applied, in
+    /// seconds.
+    pub retention_sweep_secs: u64,
 }
 
 impl Default for Limits {
@@ -110,6 +115,7 @@ impl Default for Limits {
             max_watches_per_namespace: 64,
             read_your_writes_wait_ms: 2000,
             erase_take_over_secs: 30,
+            retention_sweep_secs: 3600,
         }
     }
 }
@@ -185,6 +191,9 @@ pub struct Config {
     pub model: ModelConfig,
     /// The shared database of `store = "postgres"` (`[postgres]`).
     pub postgres: PostgresConfig,
+    /// Retention policies (`[[retention]]`), per namespace; none keeps
+    /// everything.
+    pub retention: Vec<RetentionRule>,
 }
 
 /// TLS settings: PEM files read at start.
@@ -215,6 +224,7 @@ impl Default for Config {
             tls: None,
             model: ModelConfig::default(),
             postgres: PostgresConfig::default(),
+            retention: Vec::new(),
         }
     }
 }
@@ -404,9 +414,10 @@ impl Config {
             || l.sync_queue == 0
             || l.watch_buffer == 0
             || l.erase_take_over_secs == 0
+            || l.retention_sweep_secs == 0
         {
             return Err(Error::invalid(
-                "limits.max_turns_per_append, limits.max_page_size, limits.sync_queue, limits.watch_buffer and limits.erase_take_over_secs must be positive",
+                "limits.max_turns_per_append, limits.max_page_size, limits.sync_queue, limits.watch_buffer, limits.erase_take_over_secs and limits.retention_sweep_secs must be positive",
             ));
         }
         let sm = &self.summaries;
@@ -430,6 +441,7 @@ impl Config {
             ));
         }
         self.auth.validate(self.listen.ip().is_loopback())?;
+        retention::validate(&self.retention)?;
         Ok(())
     }
 }

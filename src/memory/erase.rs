@@ -4,7 +4,8 @@
 //! (`store::EraseStore`). Driving a job to its end, resuming it after a
 //! restart and stopping at shutdown is the runtime's (`runtime::eraser`).
 
-use super::{validate, Event, Memory};
+use super::page::PageToken;
+use super::{validate, Event, Memory, Page};
 use crate::error::{Error, Result};
 use crate::model::{now_nanos, subject_sha256, EraseJob, ErasureRecord, UnixNanos};
 use crate::store::EraseStep;
@@ -13,6 +14,9 @@ use crate::store::EraseStep;
 /// session is one step, whatever its size: its records go in chunks
 /// inside it).
 pub const ERASE_BATCH: usize = 256;
+
+/// Erasure records a filtered ListErasures call examines at most.
+pub const ERASURE_SCAN: usize = 10_000;
 
 /// Checks a namespace and subject id of an erase or export request.
 pub fn validate_subject(ns: &str, subject_id: &str) -> Result<()> {
@@ -127,5 +131,72 @@ impl Memory {
         let n = ns.to_owned();
         self.blocking(move |st| st.list_erasures(&n, None, limit))
             .await
+    }
+
+    /// A page of a namespace's erasure records, oldest first; only those
+    /// of `subject_id` when it is not empty (matched by its hash: the id
+    /// itself is not stored). Examines at most [`ERASURE_SCAN`] records
+    /// per call, so a filtered page can be short with a token to go on.
+    pub async fn list_erasures_page(
+        &self,
+        ns: &str,
+        subject_id: &str,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<Page<ErasureRecord>> {
+        validate::id("namespace", ns)?;
+        if !subject_id.is_empty() {
+            validate::name("subject_id", subject_id, validate::MAX_NAME_BYTES)?;
+        }
+        let size = self.page_size(page_size)?;
+        let after = match PageToken::decode(page_token)? {
+            None => None,
+            Some(PageToken::ErasuresAfter(id)) => Some(id),
+            Some(_) => return Err(Error::invalid("page_token is not a token of ListErasures")),
+        };
+        let wanted = (!subject_id.is_empty()).then(|| subject_sha256(ns, subject_id));
+        let n = ns.to_owned();
+        self.blocking(move |st| {
+            let mut items = Vec::new();
+            let mut after = after;
+            let mut examined = 0usize;
+            loop {
+                let asked = size.min(ERASURE_SCAN - examined);
+                let chunk = st.list_erasures(&n, after.as_deref(), asked)?;
+                let Some(last) = chunk.last() else {
+                    return Ok(Page {
+                        items,
+                        next_page_token: None,
+                    });
+                };
+                after = Some(last.erasure_id.clone());
+                examined += chunk.len();
+                let full_chunk = chunk.len() == asked;
+                for r in chunk {
+                    if wanted.as_ref().is_none_or(|w| *w == r.subject_sha256) {
+                        items.push(r);
+                    }
+                }
+                if !full_chunk {
+                    return Ok(Page {
+                        items,
+                        next_page_token: None,
+                    });
+                }
+                if items.len() >= size || examined >= ERASURE_SCAN {
+                    items.truncate(size);
+                    let resume = items
+                        .last()
+                        .filter(|_| items.len() == size)
+                        .map(|r| r.erasure_id.clone())
+                        .or(after);
+                    return Ok(Page {
+                        items,
+                        next_page_token: resume.map(|id| PageToken::ErasuresAfter(id).encode()),
+                    });
+                }
+            }
+        })
+        .await
     }
 }

@@ -105,7 +105,34 @@ impl Memory {
                     Vec::new()
                 }
             };
-            Ok(bundle::build(inputs, &req))
+            let Some(t) = st.retention_mark(&ns, &id)?.turns_removed() else {
+                return Ok(bundle::build(inputs, &req));
+            };
+            // Said after everything else, so the stable prefix and the
+            // log's offsets stay as they are; its tokens come out of the
+            // budget.
+            let note = t.note();
+            let enc = req.encoding.unwrap_or(inputs.session.settings.encoding);
+            // A few tokens of slack: the joined text is counted exactly
+            // after, and BPE may merge across the line break.
+            let cost = u32::try_from(crate::tokens::count(enc, &note) + 4).unwrap_or(u32::MAX);
+            let mut narrower = req.clone();
+            narrower.budget_tokens = req
+                .budget_tokens
+                .saturating_sub(cost)
+                .max(crate::bundle::MIN_BUDGET);
+            let mut b = bundle::build(inputs, &narrower);
+            b.budget_tokens = req.budget_tokens;
+            b.manifest.turns_removed = Some(t);
+            let text = format!("{}\n{note}", b.rendered_text);
+            let count = crate::tokens::count(b.encoding, &text);
+            if let Ok(count) = u32::try_from(count) {
+                if count <= b.budget_tokens {
+                    b.rendered_text = text;
+                    b.token_count = count;
+                }
+            }
+            Ok(b)
         })
         .await
     }
@@ -173,11 +200,13 @@ fn newest_interaction(
     session_id: &str,
     covered: u64,
     as_of: u64,
+    gone: u64,
 ) -> Result<u64> {
     let after_fold = (covered + 1).min(as_of.max(1));
     let (mut next, mut size) = (as_of, 8u64);
-    while next >= 1 && as_of - next < MAX_INTERACTION_SCAN {
-        let from = next.saturating_sub(size - 1).max(1);
+    // Turns up to `gone` were removed by retention.
+    while next > gone && as_of - next < MAX_INTERACTION_SCAN {
+        let from = next.saturating_sub(size - 1).max(gone + 1);
         let chunk = store.read_turns(ns, session_id, from, next, size as usize)?;
         if chunk.is_empty() {
             return Err(Error::session_not_found(ns, session_id));
@@ -217,6 +246,9 @@ pub(super) fn gather(
     };
     let memory = subject_memory(store, &session, req.budget_tokens)?;
     let as_of = session.last_seq();
+    // Turns a retention policy removed: the log starts after them, and a
+    // session missing its start is never shown as a whole transcript.
+    let gone = store.retention_mark(ns, session_id)?.turns_through_seq;
     let covered = summary
         .as_ref()
         .map_or(0, |s| s.covers_through_seq.min(as_of));
@@ -236,13 +268,15 @@ pub(super) fn gather(
     });
     let whole =
         session.total_tokens + as_of * TRANSCRIPT_TURN_COST + TRANSCRIPT_HEADER_COST + open_items;
-    let transcript = same_encoding && as_of > 0 && whole <= budget;
+    let transcript = gone == 0 && same_encoding && as_of > 0 && whole <= budget;
     let from = if transcript {
         1
     } else {
         // The newest interaction is always in, even when a fold covers it.
-        let newest = newest_interaction(store, ns, session_id, covered, as_of)?;
-        log_origin(covered, as_of, log_window(req.budget_tokens)).min(newest)
+        let newest = newest_interaction(store, ns, session_id, covered, as_of, gone)?;
+        log_origin(covered, as_of, log_window(req.budget_tokens))
+            .min(newest)
+            .max(gone + 1)
     };
     // The turns from there, oldest first.
     let mut turns = Vec::new();
@@ -258,7 +292,8 @@ pub(super) fn gather(
         turns.extend(chunk);
         next = to + 1;
     }
-    let unread = (from > covered + 1 && !transcript).then_some((covered + 1, from - 1));
+    let first_kept = (covered + 1).max(gone + 1);
+    let unread = (from > first_kept && !transcript).then_some((first_kept, from - 1));
     Ok(Inputs {
         session,
         summary,

@@ -29,6 +29,7 @@ pub mod handoff;
 pub mod knowledge;
 pub mod page;
 mod recall;
+pub mod retention;
 pub mod sessions;
 pub mod summary;
 pub mod turns;

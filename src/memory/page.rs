@@ -21,6 +21,8 @@ pub enum PageToken {
     FactsAfter(String),
     /// Episodes (newest first): continue after this end time and session.
     EpisodesAfter(i64, String),
+    /// Erasure records: continue after this erasure id.
+    ErasuresAfter(String),
 }
 
 impl PageToken {
@@ -34,6 +36,7 @@ impl PageToken {
             PageToken::ReviewsAfter(id) => format!("r1:{id}"),
             PageToken::FactsAfter(id) => format!("f1:{id}"),
             PageToken::EpisodesAfter(t, id) => format!("e1:{t}:{id}"),
+            PageToken::ErasuresAfter(id) => format!("z1:{id}"),
         };
         hex::encode(raw)
     }
@@ -78,6 +81,9 @@ impl PageToken {
         if let Some(id) = raw.strip_prefix("f1:") {
             return Ok(Some(PageToken::FactsAfter(id.to_owned())));
         }
+        if let Some(id) = raw.strip_prefix("z1:") {
+            return Ok(Some(PageToken::ErasuresAfter(id.to_owned())));
+        }
         if let Some(rest) = raw.strip_prefix("e1:") {
             let (t, id) = rest.split_once(':').ok_or_else(bad)?;
             let t = t.parse().map_err(|_| bad())?;
@@ -98,6 +104,7 @@ mod tests {
             PageToken::TurnsFrom(42),
             PageToken::FactsAfter("01F".into()),
             PageToken::EpisodesAfter(-5, "s:1".into()),
+            PageToken::ErasuresAfter("01Z".into()),
         ] {
             assert_eq!(PageToken::decode(&t.encode()).unwrap(), Some(t));
         }

@@ -534,8 +534,26 @@ impl Memory {
         check::id("namespace", ns)?;
         check::id("session_id", session_id)?;
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
-        self.blocking(move |st| st.get_summary(&ns, &id, version))
-            .await
+        self.blocking(move |st| match st.get_summary(&ns, &id, version) {
+            Err(Error::NotFound(why)) => {
+                // Removed by retention: say so rather than "not found".
+                let mark = st.retention_mark(&ns, &id)?;
+                let wanted = if version == 0 {
+                    st.get_session(&ns, &id)?.summary.version
+                } else {
+                    version
+                };
+                if wanted > 0 && wanted <= mark.summaries_through_version {
+                    return Err(Error::NotFound(format!(
+                        "summary version {wanted} of session {ns}/{id} was removed by a retention policy (versions up to {} are gone)",
+                        mark.summaries_through_version
+                    )));
+                }
+                Err(Error::NotFound(why))
+            }
+            other => other,
+        })
+        .await
     }
 
     /// Summary versions, newest first.

@@ -11,11 +11,13 @@ pub mod erasure;
 pub mod knowledge;
 pub mod limits;
 pub mod records;
+pub mod retention;
 pub mod session;
 pub mod summary;
 
 pub use erasure::*;
 pub use knowledge::*;
 pub use records::*;
+pub use retention::*;
 pub use session::*;
 pub use summary::*;

@@ -12,6 +12,7 @@ pub mod eraser;
 pub mod idle;
 pub mod indexer;
 pub mod remote;
+pub mod retention;
 pub mod scheduler;
 pub mod watch;
 
@@ -21,6 +22,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use self::eraser::Eraser;
 use self::idle::IdleMarks;
 use self::indexer::Indexer;
+use self::retention::Retention;
 use self::scheduler::Scheduler;
 use self::watch::WatchHub;
 use crate::config::{Limits, SummaryConfig};
@@ -93,6 +95,8 @@ pub struct Runtime {
     indexer: Arc<Indexer>,
     /// Drives subject erases (set once started).
     eraser: Mutex<Option<Arc<Eraser>>>,
+    /// Applies retention policies (set by `start_retention`).
+    retention: Mutex<Option<Arc<Retention>>>,
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Follows other daemons' writes (a shared store only).
     follower: Mutex<Option<remote::Follower>>,
@@ -182,6 +186,7 @@ impl Runtime {
             idle,
             indexer,
             eraser: Mutex::new(None),
+            retention: Mutex::new(None),
             sweeper: Mutex::new(None),
             follower: Mutex::new(None),
         });
@@ -250,6 +255,24 @@ impl Runtime {
             .ok_or_else(|| Error::Unavailable("the daemon is shutting down".into()))
     }
 
+    /// Starts applying `policy` every `every` (the first pass at once).
+    pub fn start_retention(
+        &self,
+        policy: crate::config::RetentionPolicy,
+        every: std::time::Duration,
+    ) {
+        let r = Retention::start(self.memory.clone(), policy, every);
+        *self.retention.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+    }
+
+    /// The retention task, once started.
+    pub fn retention(&self) -> Option<Arc<Retention>> {
+        self.retention
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// The search indexer (its counters).
     pub fn indexer(&self) -> &Indexer {
         &self.indexer
@@ -296,6 +319,14 @@ impl Runtime {
         if let Some(s) = sweeper {
             s.abort();
             let _ = s.await;
+        }
+        let retention = self
+            .retention
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(r) = retention {
+            r.shutdown().await;
         }
         let eraser = self.eraser.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(e) = eraser {

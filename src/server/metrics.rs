@@ -3,7 +3,8 @@
 //! (recorded by a tower layer around every gRPC service), and, read at
 //! scrape time, turns and tokens appended, summaries written / refused /
 //! failed / deferred / queued, search index lag and indexer counters, open
-//! watch streams, subject erases, group-commit syncs and the data
+//! watch streams, subject erases, records removed by retention,
+//! group-commit syncs and the data
 //! directory's size on disk.
 //! Uses `prometheus-client` (a registry per daemon, no global state).
 
@@ -312,6 +313,21 @@ impl Collector for MemoryCollector {
                 "EraseSubject jobs this daemon is driving",
                 n(er.running()),
             )?;
+        }
+        if let Some(r) = m.retention() {
+            let mut family = e.encode_descriptor(
+                "retention_deleted",
+                "records retention passes of this daemon removed, by kind",
+                None,
+                MetricType::Counter,
+            )?;
+            for (kind, n) in crate::model::RetentionCounts::KINDS
+                .iter()
+                .zip(&r.stats().deleted)
+            {
+                let labels = [("kind", *kind)];
+                ConstCounter::new(n.load(Relaxed)).encode(family.encode_family(&labels)?)?;
+            }
         }
         gauge(
             &mut e,

@@ -22,7 +22,7 @@ use self::guard::GuardLayer;
 use self::metrics::{Metrics, RecordLayer};
 use crate::api::MemoryApi;
 use crate::config::SummarizerKind;
-use crate::config::{Config, StoreKind, TlsConfig};
+use crate::config::{Config, RetentionPolicy, StoreKind, TlsConfig};
 use crate::error::{Error, Result};
 use crate::llm::{ModelStats, ModelSummarizer};
 use crate::memory::SEARCH_CONSUMER;
@@ -112,6 +112,10 @@ impl Daemon {
             summarizer,
         )
         .await?;
+        runtime.start_retention(
+            RetentionPolicy::new(config.retention.clone())?,
+            std::time::Duration::from_secs(config.limits.retention_sweep_secs),
+        );
         Ok(Daemon {
             config,
             runtime,

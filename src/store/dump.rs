@@ -20,7 +20,7 @@ use super::{codec, keys, legacy};
 use crate::error::{Error, Precondition, Result};
 use crate::model::{
     ActionStatus, AuditRecord, CarriedAction, Episode, EraseJob, ErasureRecord, Fact, FoldRecord,
-    IdempotencyRecord, IndexChange, ReviewItem, Session, SessionSummary, Turn,
+    IdempotencyRecord, IndexChange, RetentionMark, ReviewItem, Session, SessionSummary, Turn,
 };
 
 /// The export format's version (in the header line).
@@ -84,6 +84,8 @@ enum Codec {
     EraseJob,
     /// An erasure record.
     Erasure,
+    /// What retention removed from a session.
+    RetentionMark,
 }
 
 /// Each key tag's kind name and value codec.
@@ -109,6 +111,7 @@ fn kind_of(tag: u8) -> Option<(&'static str, Codec)> {
         keys::CURSOR => ("outbox_cursor", Codec::Cursor),
         keys::ERASE_JOB => ("erase_job", Codec::EraseJob),
         keys::ERASURE => ("erasure", Codec::Erasure),
+        keys::RETENTION_MARK => ("retention_mark", Codec::RetentionMark),
         _ => return None,
     })
 }
@@ -145,6 +148,7 @@ fn to_json(codec: Codec, bytes: &[u8], what: impl Fn() -> String) -> Result<Valu
         Codec::Cursor => j::<u64>(bytes, what),
         Codec::EraseJob => j::<EraseJob>(bytes, what),
         Codec::Erasure => j::<ErasureRecord>(bytes, what),
+        Codec::RetentionMark => j::<RetentionMark>(bytes, what),
         Codec::Raw => Ok(Value::String(hex::encode(bytes))),
     }
 }
@@ -174,6 +178,7 @@ fn from_json(codec: Codec, v: Value) -> std::result::Result<Vec<u8>, String> {
         Codec::Cursor => Err("outbox cursors are not imported".into()),
         Codec::EraseJob => e::<EraseJob>(v),
         Codec::Erasure => e::<ErasureRecord>(v),
+        Codec::RetentionMark => e::<RetentionMark>(v),
         Codec::Raw => match v {
             Value::String(s) => hex::decode(&s).map_err(|e| e.to_string()),
             _ => Err("expected a hex string".into()),
@@ -476,10 +481,14 @@ pub fn verify(
             keys::SESSION => {
                 r.sessions += 1;
                 let s = legacy::decode_session(value, what)?;
-                check_session(engine, &s, &mut |p| note(&mut r, p))?;
-                r.expected_index_docs += s.last_seq();
+                r.expected_index_docs += check_session(engine, &s, &mut |p| note(&mut r, p))?;
             }
-            keys::TURN | keys::SUMMARY | keys::AUDIT | keys::FOLD | keys::IDEMPOTENCY => {
+            keys::TURN
+            | keys::SUMMARY
+            | keys::AUDIT
+            | keys::FOLD
+            | keys::IDEMPOTENCY
+            | keys::RETENTION_MARK => {
                 // Records of one session are contiguous: look it up once.
                 let owner = keys::session(&name(0), &name(1));
                 if owner_seen.as_ref().map(|(k, _)| k) != Some(&owner) {
@@ -528,11 +537,15 @@ pub fn verify(
     Ok(r)
 }
 
-/// A session's counters against its turns and summaries.
-fn check_session(engine: &dyn Engine, s: &Session, note: &mut dyn FnMut(String)) -> Result<()> {
+/// A session's counters against its turns and summaries (turns and
+/// summary versions that retention removed, as its mark records, are not
+/// expected). Returns the turns stored.
+fn check_session(engine: &dyn Engine, s: &Session, note: &mut dyn FnMut(String)) -> Result<u64> {
     let (ns, id) = (&s.namespace, &s.session_id);
+    let mark: RetentionMark =
+        codec_read(engine, &keys::retention_mark(ns, id))?.unwrap_or_default();
     let prefix = keys::turns_of(ns, id);
-    let (mut expected, mut count) = (1u64, 0u64);
+    let (mut expected, mut count) = (mark.turns_through_seq + 1, 0u64);
     each_entry(engine, &prefix, |key, _| {
         let seq = keys::seq_of(key);
         if seq != expected {
@@ -542,16 +555,18 @@ fn check_session(engine: &dyn Engine, s: &Session, note: &mut dyn FnMut(String))
         count += 1;
         Ok(())
     })?;
-    if count != s.turn_count || expected != s.next_seq {
+    let counted = s.turn_count.saturating_sub(mark.turns_removed);
+    if count != counted || expected != s.next_seq {
         note(format!(
-            "session {ns}/{id}: {count} turns stored (last seq {}), but the session counts {} turns and next seq {}",
+            "session {ns}/{id}: {count} turns stored (last seq {}), but the session counts {} turns ({} removed by retention) and next seq {}",
             expected - 1,
             s.turn_count,
+            mark.turns_removed,
             s.next_seq
         ));
     }
     let v = s.summary.version;
-    if v > 0 {
+    if v > mark.summaries_through_version {
         if engine.get(&keys::summary(ns, id, v))?.is_none() {
             note(format!(
                 "session {ns}/{id}: its summary version {v} is missing"
@@ -565,7 +580,19 @@ fn check_session(engine: &dyn Engine, s: &Session, note: &mut dyn FnMut(String))
             ));
         }
     }
-    Ok(())
+    Ok(count)
+}
+
+/// A record, verified, if stored (an unreadable one is reported where its
+/// own key is checked).
+fn codec_read<T: serde::de::DeserializeOwned>(
+    engine: &dyn Engine,
+    key: &[u8],
+) -> Result<Option<T>> {
+    Ok(match engine.get(key)? {
+        Some(v) => codec::decode(&v, String::new).ok(),
+        None => None,
+    })
 }
 
 /// Calls `f` with every entry whose key starts with `prefix`, in key

@@ -305,6 +305,8 @@ fn purge_counted(tx: &mut dyn Txn, ns: &str, session_id: &str, c: &mut EraseCoun
         tx.apply(vec![Write::Delete(fold)])?;
     }
     c.review_items += delete_reviews_of(tx, ns, session_id)?;
+    // What retention removed before: no content, but the session's.
+    tx.apply(vec![Write::Delete(keys::retention_mark(ns, session_id))])?;
     Ok(())
 }
 

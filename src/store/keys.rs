@@ -22,6 +22,7 @@
 //! L <change id: u64 BE>                            -> IndexChange (search outbox)
 //! X <ns> 0x00 <subject_id>                         -> EraseJob (an erase in progress)
 //! Z <ns> 0x00 <erasure_id>                         -> ErasureRecord (no content)
+//! W <ns> 0x00 <session_id>                         -> RetentionMark (what retention removed)
 //! ```
 //!
 //! Episodes sort newest first within a subject: their time component is
@@ -72,6 +73,8 @@ pub const CURSOR: u8 = b'C';
 pub const ERASE_JOB: u8 = b'X';
 /// Tag byte of erasure records.
 pub const ERASURE: u8 = b'Z';
+/// Tag byte of retention marks.
+pub const RETENTION_MARK: u8 = b'W';
 
 fn key(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
     let len = 1 + parts.iter().map(|p| p.len() + 1).sum::<usize>();
@@ -347,6 +350,11 @@ pub fn erasure(ns: &str, erasure_id: &str) -> Vec<u8> {
 /// Prefix of a namespace's erasure records (oldest first: ids are ULIDs).
 pub fn erasures_of(ns: &str) -> Vec<u8> {
     prefix(ERASURE, &[ns.as_bytes()])
+}
+
+/// Key of a session's retention mark.
+pub fn retention_mark(ns: &str, session_id: &str) -> Vec<u8> {
+    key(RETENTION_MARK, &[ns.as_bytes(), session_id.as_bytes()])
 }
 
 /// The seq of a turn key (its last eight bytes), 0 if the key is short.

@@ -27,11 +27,13 @@ pub mod legacy;
 mod outbox;
 pub mod postgres;
 mod records;
+mod retention;
 
 use std::collections::BTreeMap;
 
 pub use self::erase::{EraseStep, EraseStore};
 pub use self::kv::{KvStore, MemoryStore, PgStore, SledStore};
+pub use self::retention::{RetentionStore, RetentionView};
 use crate::error::Result;
 use crate::model::{
     ActionRef, ActionStatus, AppendOutcome, AuditRecord, CarriedAction, Episode, Fact, FactFilter,
@@ -467,6 +469,9 @@ pub enum WorkKind {
     Summary,
     /// The session's idle deadline is to be checked.
     Idle,
+    /// Records a retention policy no longer keeps are to be removed (a
+    /// session's, or every namespace's facts).
+    Retention,
 }
 
 /// Due work on a session, leased to one worker.
@@ -529,7 +534,16 @@ pub trait Claims {
 
 /// Every port, as one object the domain holds.
 pub trait Store:
-    SessionStore + SummaryStore + KnowledgeStore + Outbox + Claims + EraseStore + Send + Sync + 'static
+    SessionStore
+    + SummaryStore
+    + KnowledgeStore
+    + Outbox
+    + Claims
+    + EraseStore
+    + RetentionStore
+    + Send
+    + Sync
+    + 'static
 {
     /// Syncs done and writes acknowledged (group-commit counters).
     fn sync_stats(&self) -> std::sync::Arc<commit::Stats>;

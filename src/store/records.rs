@@ -66,7 +66,10 @@ pub(super) fn purge_records(tx: &mut dyn Txn, ns: &str, session_id: &str) -> Res
     delete_prefix(tx, &keys::idempotency_of(ns, session_id))?;
     delete_prefix(tx, &keys::summaries_of(ns, session_id))?;
     delete_prefix(tx, &keys::audits_of(ns, session_id))?;
-    tx.apply(vec![Write::Delete(keys::fold(ns, session_id))])?;
+    tx.apply(vec![
+        Write::Delete(keys::fold(ns, session_id)),
+        Write::Delete(keys::retention_mark(ns, session_id)),
+    ])?;
     delete_reviews_of(tx, ns, session_id)?;
     Ok(turns)
 }

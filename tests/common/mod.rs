@@ -46,6 +46,15 @@ impl TestServer {
 
     /// A server with a given config (its data_dir is the caller's).
     pub async fn start_with(config: Config) -> TestServer {
+        Self::start_with_hook(config, |_| {}).await
+    }
+
+    /// As [`TestServer::start_with`], calling `hook` with the daemon once
+    /// it is open (to reach its runtime, e.g. its retention clock).
+    pub async fn start_with_hook(
+        config: Config,
+        hook: impl FnOnce(&Daemon) + Send + 'static,
+    ) -> TestServer {
         let data_dir = config.data_dir.clone();
         let (ready_tx, ready_rx) = oneshot::channel::<(SocketAddr, Arc<Stats>)>();
         let (tx, rx) = oneshot::channel::<()>();
@@ -59,6 +68,7 @@ impl TestServer {
                     .expect("daemon runtime");
                 runtime.block_on(async move {
                     let daemon = Daemon::open(config).await.expect("daemon opens");
+                    hook(&daemon);
                     let stats = daemon.runtime().sync_stats();
                     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                         .await

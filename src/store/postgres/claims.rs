@@ -15,6 +15,7 @@ fn kind_code(kind: WorkKind) -> i16 {
     match kind {
         WorkKind::Summary => 1,
         WorkKind::Idle => 2,
+        WorkKind::Retention => 3,
     }
 }
 
