@@ -428,9 +428,16 @@ fn hanging_model_server() -> (String, std::sync::mpsc::Receiver<()>) {
     std::thread::spawn(move || {
         let mut held = Vec::new();
         for conn in listener.incoming() {
-            let Ok(conn) = conn else { break };
+            let Ok(mut conn) = conn else { break };
+            // Only a completion call counts: the daemon's start-up check
+            // (`GET /v1/models`) is held too, but it claims nothing.
+            let mut first = [0u8; 4];
+            let post =
+                std::io::Read::read_exact(&mut conn, &mut first).is_ok() && &first == b"POST";
             held.push(conn);
-            let _ = tx.send(());
+            if post {
+                let _ = tx.send(());
+            }
         }
     });
     (url, rx)
