@@ -220,6 +220,29 @@ async fn only_what_is_due_goes_and_readers_are_told() {
         .unwrap()
         .turns_removed
         .is_none());
+    // Its episode stays and says its session's turns are gone; the new
+    // session's episode does not.
+    let eps = c
+        .list_episodes(pb::ListEpisodesRequest {
+            namespace: "ret".into(),
+            subject_id: "cust-7".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .episodes;
+    let marked: Vec<(&str, Option<u64>)> = eps
+        .iter()
+        .map(|e| {
+            (
+                e.session_id.as_str(),
+                e.turns_removed.as_ref().map(|t| t.through_seq),
+            )
+        })
+        .collect();
+    assert!(marked.contains(&("s-old", Some(10))), "{marked:?}");
+    assert!(marked.contains(&("s-new", None)), "{marked:?}");
     // A bundle of it is served, without the removed turns, and says so.
     let b = c
         .get_context_bundle(pb::GetContextBundleRequest {

@@ -70,6 +70,7 @@ impl From<Episode> for pb::Episode {
             summary_version: e.summary_version,
             last_seq: e.last_seq,
             ended_as: convert::state(e.ended_as) as i32,
+            turns_removed: None,
         }
     }
 }
@@ -214,8 +215,23 @@ pub async fn list_episodes(
     let page = m
         .list_episodes(&r.namespace, &r.subject_id, r.page_size, &r.page_token)
         .await?;
+    // An episode whose session lost turns to retention says so.
+    let removed = m
+        .sessions_turns_removed(
+            &r.namespace,
+            page.items.iter().map(|e| e.session_id.clone()).collect(),
+        )
+        .await?;
     Ok(pb::ListEpisodesResponse {
-        episodes: page.items.into_iter().map(Into::into).collect(),
+        episodes: page
+            .items
+            .into_iter()
+            .zip(removed)
+            .map(|(e, removed)| pb::Episode {
+                turns_removed: removed.map(Into::into),
+                ..e.into()
+            })
+            .collect(),
         next_page_token: page.next_page_token.unwrap_or_default(),
     })
 }

@@ -305,6 +305,23 @@ impl Memory {
             .await
     }
 
+    /// What retention removed of each of `session_ids` (in that order),
+    /// for listings of records that cite their turns (episodes).
+    pub async fn sessions_turns_removed(
+        &self,
+        ns: &str,
+        session_ids: Vec<String>,
+    ) -> Result<Vec<Option<crate::model::TurnsRemoved>>> {
+        let n = ns.to_owned();
+        self.blocking(move |st| {
+            session_ids
+                .iter()
+                .map(|id| Ok(st.retention_mark(&n, id)?.turns_removed()))
+                .collect()
+        })
+        .await
+    }
+
     /// Sessions with something due at `now` (namespace, session id), to
     /// be claimed.
     pub async fn retention_due(
