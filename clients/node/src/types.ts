@@ -351,6 +351,15 @@ export interface BundleManifest {
   recalledLeftOut: RecalledRef[];
   /** True when the whole session fitted: the bundle is its transcript, verbatim, under a one-line header. */
   transcript: boolean;
+  /** Set when a retention policy removed the session's first turns. */
+  turnsRemoved: TurnsRemoved | null;
+}
+
+/** mnemo.v1.TurnsRemoved: turns a retention policy removed from the start of a closed session (seqs 1..throughSeq). */
+export interface TurnsRemoved {
+  throughSeq: number;
+  count: number;
+  removeTime: Date | null;
 }
 
 /** mnemo.v1.RecalledRef: retrieved memory that did not fit (a turn, an episode's session or a fact). */
@@ -533,6 +542,8 @@ export interface Episode {
   lastSeq: number;
   /** CLOSED or IDLE. */
   endedAs: SessionState;
+  /** Set when a retention policy removed turns of the episode's session. */
+  turnsRemoved: TurnsRemoved | null;
 }
 
 /** mnemo.v1.PendingActionRef: a pending action, named by its session and the seq of the turn that raised it. */

@@ -73,6 +73,7 @@ const manifestEntry: Fields<T.ManifestEntry> = {
 };
 const bundleManifest: Fields<T.BundleManifest> = {
   sections: true, summaryVersion: true, summarized: true, complete: true, recalledLeftOut: true, transcript: true,
+  turnsRemoved: true,
 };
 const recalledRef: Fields<T.RecalledRef> = { sessionId: true, seq: true, factId: true, rank: true };
 const recalledMemory: Fields<T.RecalledMemory> = { sessionId: true, turns: true, hitSeq: true, fact: true, episode: true, rank: true };
@@ -98,6 +99,7 @@ const episode: Fields<T.Episode> = {
   namespace: true, episodeId: true, subjectId: true, sessionId: true, startTime: true, endTime: true, topic: true,
   outcome: true, prose: true, userIntent: true, decisions: true, pendingActions: true, summaryVersion: true, lastSeq: true,
   endedAs: true,
+  turnsRemoved: true,
 };
 const pendingActionRef: Fields<T.PendingActionRef> = { sessionId: true, actionSeq: true };
 const carriedAction: Fields<T.CarriedAction> = { ref: true, action: true };

@@ -153,6 +153,16 @@ class ReviewItem:
 
 
 @dataclass(frozen=True)
+class TurnsRemoved:
+    """Turns a retention policy removed from the start of a closed session: seqs
+    1..through_seq are gone; what cites them can no longer be looked up."""
+
+    through_seq: int = 0
+    count: int = 0
+    remove_time: datetime | None = None
+
+
+@dataclass(frozen=True)
 class SeqRange:
     """An inclusive range of turn seqs."""
 
@@ -200,6 +210,7 @@ class BundleManifest:
     complete: bool = False  # nothing shortened or omitted
     recalled_left_out: list[RecalledRef] = field(default_factory=list)  # retrieved, but did not fit
     transcript: bool = False  # the whole session fitted: the bundle is its transcript, verbatim
+    turns_removed: TurnsRemoved | None = None  # set when retention removed the session's first turns
 
     def section(self, name: str) -> ManifestEntry | None:
         """The entry of section `name` (e.g. ``"recent_turns"``); None when it had nothing to offer."""
@@ -282,6 +293,7 @@ class Episode:
     summary_version: int = 0
     last_seq: int = 0
     ended_as: str = "unspecified"  # "closed" | "idle"
+    turns_removed: TurnsRemoved | None = None  # set when retention removed turns of its session
 
 
 @dataclass(frozen=True)

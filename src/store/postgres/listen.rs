@@ -76,6 +76,11 @@ fn listen_on(
             let mut it = n.timeout_iter(Duration::from_secs(1));
             while let Some(note) = it.next()? {
                 on_change(note.payload());
+                // A steady stream of notices must not keep a stopping
+                // daemon waiting: the flag is read between them too.
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
             }
         }
         if client.is_closed() {
