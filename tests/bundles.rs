@@ -823,6 +823,73 @@ async fn the_log_is_cut_in_rare_big_steps_and_keeps_the_newest_interaction() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_keeps_the_exchange_a_fold_ended_on_and_only_appends_after_it() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    layout_session(&mut c, "tail", "").await;
+    for i in 0..30 {
+        c.append_turns(append_req("ns", "tail", qa_pair(i)))
+            .await
+            .unwrap();
+    }
+    // The fold covers the newest exchange: the log still shows it.
+    fold(&mut c, "tail").await;
+    let budget = 1500;
+    let b1 = bundle_for(&mut c, "tail", budget, "", "").await;
+    assert_offsets(&b1);
+    assert_no_gap(&b1);
+    let log1 = &b1.rendered_text[b1.stable_end_bytes as usize..b1.log_end_bytes as usize];
+    assert!(log1.contains("turns 1–60 are summarized above"), "{log1}");
+    assert!(log1.contains("[#59] user user:1: Question 29"), "{log1}");
+    // The next exchanges only append to it: the first one after a fold
+    // does not drop the exchange the fold ended on.
+    let mut prev = b1;
+    for i in 30..33 {
+        c.append_turns(append_req("ns", "tail", qa_pair(i)))
+            .await
+            .unwrap();
+        let b = bundle_for(&mut c, "tail", budget, "", "").await;
+        assert_offsets(&b);
+        assert_no_gap(&b);
+        assert!(
+            b.rendered_text.starts_with(upto(&prev, prev.log_end_bytes)),
+            "before:\n{}\nafter:\n{}",
+            prev.rendered_text,
+            b.rendered_text
+        );
+        prev = b;
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_never_folded_is_read_within_a_window() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    // 400 turns and no summary: a bundle reads the newest 33-64 of them
+    // (a window of 64 at this budget, moving by half), never all.
+    qa_session(&mut c, "unfolded", 200).await;
+    let b = bundle_for(&mut c, "unfolded", 1024, "", "").await;
+    assert_no_gap(&b);
+    let m = b.manifest.as_ref().unwrap();
+    let first_omitted = m
+        .sections
+        .iter()
+        .flat_map(|e| &e.omitted_seqs)
+        .map(|r| (r.first_seq, r.last_seq))
+        .min()
+        .expect("older turns are left out");
+    assert_eq!(first_omitted.0, 1);
+    assert!(
+        (400 - 64..=400 - 33).contains(&first_omitted.1),
+        "turns 1–{} not read",
+        first_omitted.1
+    );
+    assert!(b.rendered_text.contains("Question 199"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_set_between_folds_is_an_appended_line() {
     let server = TestServer::start().await;
     let mut c = server.client().await;

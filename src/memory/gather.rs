@@ -189,35 +189,61 @@ fn log_origin(covered: u64, as_of: u64, window: u64) -> u64 {
 /// Most turns read back looking for the newest user turn.
 const MAX_INTERACTION_SCAN: u64 = 256;
 
-/// Where the log must start so that it holds the newest interaction: the
-/// turn after the fold, or the newest user turn when a fold covers it.
-/// Reads back from the newest turn, a few turns first; a session with no
-/// user turn among its newest `MAX_INTERACTION_SCAN` starts after the fold
-/// (its newest turn at least).
-fn newest_interaction(
+/// The newest user turn at or before `at` (and after `gone`, the turns
+/// retention removed), reading back a few turns first and at most
+/// `MAX_INTERACTION_SCAN`; `None` when there is none within reach.
+fn user_turn_before(
     store: &dyn Store,
     ns: &str,
     session_id: &str,
-    covered: u64,
-    as_of: u64,
+    at: u64,
     gone: u64,
-) -> Result<u64> {
-    let after_fold = (covered + 1).min(as_of.max(1));
-    let (mut next, mut size) = (as_of, 8u64);
-    // Turns up to `gone` were removed by retention.
-    while next > gone && as_of - next < MAX_INTERACTION_SCAN {
+) -> Result<Option<u64>> {
+    let (mut next, mut size) = (at, 8u64);
+    while next > gone && at - next < MAX_INTERACTION_SCAN {
         let from = next.saturating_sub(size - 1).max(gone + 1);
         let chunk = store.read_turns(ns, session_id, from, next, size as usize)?;
         if chunk.is_empty() {
             return Err(Error::session_not_found(ns, session_id));
         }
         if let Some(t) = chunk.iter().rev().find(|t| t.role == Role::User) {
-            return Ok(t.seq.min(after_fold));
+            return Ok(Some(t.seq));
         }
         next = from - 1;
         size = READ_CHUNK;
     }
-    Ok(after_fold)
+    Ok(None)
+}
+
+/// The first turn of the log. It depends on the fold and the session's
+/// length, never on the newest turn alone, so the log is append-only
+/// between folds and window steps:
+/// - from the fold's last interaction (the last USER turn it covers), so
+///   the exchange the fold ended on stays in view, verbatim, right after a
+///   fold and while turns follow it;
+/// - once more turns than the window follow the fold, from a start that
+///   moves by half a window at a time ([`log_origin`]);
+/// - never after the newest interaction (the newest USER turn), which is
+///   always in.
+fn log_start(
+    store: &dyn Store,
+    ns: &str,
+    session_id: &str,
+    (covered, as_of, gone): (u64, u64, u64),
+    window: u64,
+) -> Result<u64> {
+    let origin = log_origin(covered, as_of, window);
+    let start = if origin == covered + 1 && covered > gone {
+        user_turn_before(store, ns, session_id, covered, gone)?.map_or(origin, |u| u.min(origin))
+    } else {
+        origin
+    };
+    // The newest interaction, when a long run of turns without a user
+    // turn ends the session.
+    let newest = user_turn_before(store, ns, session_id, as_of, gone)?;
+    Ok(newest
+        .map_or(start, |u| u.min(start))
+        .clamp(1, as_of.max(1)))
 }
 
 /// Reads what a bundle of `session_id` within `req`'s budget needs.
@@ -272,11 +298,14 @@ pub(super) fn gather(
     let from = if transcript {
         1
     } else {
-        // The newest interaction is always in, even when a fold covers it.
-        let newest = newest_interaction(store, ns, session_id, covered, as_of, gone)?;
-        log_origin(covered, as_of, log_window(req.budget_tokens))
-            .min(newest)
-            .max(gone + 1)
+        log_start(
+            store,
+            ns,
+            session_id,
+            (covered, as_of, gone),
+            log_window(req.budget_tokens),
+        )?
+        .max(gone + 1)
     };
     // The turns from there, oldest first.
     let mut turns = Vec::new();

@@ -214,7 +214,8 @@ def test_a_budget_keeps_long_sessions_inside_the_window(daemon: Daemon, namespac
     # prompt cache reuses it).
     asyncio.run(full.add_items([{"role": "user", "content": "And ORD-2000?"}]))
     again = asyncio.run(bounded.get_items())
-    if again[0] == got[0]:  # no fold and no block of old turns cut meanwhile
+    if again[0] == got[0]:  # no fold and no block of old turns cut meanwhile (the log is
+        # append-only between folds, the exchange a fold ended on included)
         assert again[: len(got) - 1] == got[:-1]
     assert again[-2] == {"role": "user", "content": "And ORD-2000?"}
     # Memory is retrieved for the newest user message, in the closing part:
