@@ -382,6 +382,15 @@ async fn closed_session_with(c: &mut Client, ns: &str, id: &str, turns: usize) {
         c.append_turns(append_req(ns, id, batch)).await.unwrap();
         left -= n;
     }
+    // Summarized through its last turn: retention takes the turns of a
+    // closed session only once its final summary was folded from them.
+    c.summarize(pb::SummarizeRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+        wait: true,
+    })
+    .await
+    .unwrap();
     c.close_session(pb::CloseSessionRequest {
         namespace: ns.into(),
         session_id: id.into(),
@@ -506,6 +515,90 @@ async fn a_dry_run_counts_what_a_pass_then_removes() {
         );
     }
     drop(tmp_keep);
+}
+
+/// A store written before turns waited for the final summary can hold a
+/// session whose unsummarized turns are gone. Its final summary finds
+/// nothing to fold: the attempt is recorded once, with why, and the
+/// session is not scheduled again (it used to be, forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_unsummarized_turns_are_gone_is_attempted_once() {
+    if on_postgres() {
+        return; // opens the sled files directly
+    }
+    use mnemo::store::RetentionStore;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    let server = TestServer::start_with(config_for(&dir)).await;
+    let mut c = server.client().await;
+    c.create_session(pb::CreateSessionRequest {
+        namespace: "ret".into(),
+        session_id: "old".into(),
+        settings: Some(pb::SessionSettings {
+            summary_every_turns: 10_000,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let turns = (0..20).map(|i| user_turn(&format!("line {i}"))).collect();
+    c.append_turns(append_req("ret", "old", turns))
+        .await
+        .unwrap();
+    drop(c);
+    server.stop().await;
+    {
+        let store = mnemo::store::SledStore::open(&dir).unwrap();
+        let cut = mnemo::model::SessionCut {
+            turns_through_seq: 20,
+            ..Default::default()
+        };
+        let n = store
+            .retain_session("ret", "old", &cut, 256, mnemo::model::now_nanos())
+            .unwrap();
+        assert_eq!(n.turns, 20);
+    }
+    let server = TestServer::start_with(config_for(&dir)).await;
+    let mut c = server.client().await;
+    c.close_session(pb::CloseSessionRequest {
+        namespace: "ret".into(),
+        session_id: "old".into(),
+    })
+    .await
+    .unwrap();
+    let audit = |c: &mut Client| {
+        let mut c = c.clone();
+        async move {
+            c.get_audit_log(pb::GetAuditLogRequest {
+                namespace: "ret".into(),
+                session_id: "old".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .records
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while audit(&mut c).await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no summary attempt");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Time for a loop to show itself: the scheduler would come back at once.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let records = audit(&mut c).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert!(!records[0].validation_passed);
+    assert!(
+        records[0].validation_errors[0].contains("turns 1–20 were removed by retention"),
+        "{records:?}"
+    );
+    let s = common::get_session(&mut c, "ret", "old").await.unwrap();
+    assert_eq!(s.summary_version, 0);
+    drop(c);
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,8 @@
 //!
 //! What is due, per namespace table:
 //! - turns of a CLOSED session, all of them, once its last append is
-//!   `turns_days` old (ACTIVE and IDLE sessions keep theirs);
+//!   `turns_days` old and its final summary was attempted (folded from
+//!   them; until then they stay), ACTIVE and IDLE sessions keep theirs;
 //! - summary versions written `summaries_days` ago, except a session's
 //!   latest while the session is not CLOSED, and the session's episode
 //!   once the session ended that long ago;
@@ -19,11 +20,15 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Event, Memory};
+use super::summary::Attempt;
+use super::{knowledge, Event, Memory};
 use crate::config::{RetentionPolicy, RetentionRule};
 use crate::error::{Error, Result};
-use crate::model::{Fact, RetentionCounts, SessionCut, SessionState, UnixNanos};
-use crate::store::{RetentionView, Store};
+use crate::model::{
+    now_nanos, AuditKind, AuditRecord, Fact, RetentionCounts, Session, SessionCut, SessionState,
+    Trigger, UnixNanos,
+};
+use crate::store::{RetentionView, Store, SummaryWrite};
 
 /// Records removed per unit of work (one store transaction).
 pub const RETENTION_BATCH: usize = 256;
@@ -46,9 +51,13 @@ pub fn session_cut(v: &RetentionView, rule: &RetentionRule, now: UnixNanos) -> S
     let closed = s.state == SessionState::Closed;
     let mut cut = SessionCut::default();
     if let Some(days) = rule.turns_days {
+        // The final summary is folded from the turns first: they go only
+        // once it was attempted through the last turn.
+        let summarized = s.summary.attempted_through_seq.max(s.summary.through_seq);
         if closed
             && s.last_active_at <= cutoff(now, days)
             && s.last_seq() > v.mark.turns_through_seq
+            && summarized >= s.last_seq()
         {
             cut.turns_through_seq = s.last_seq();
         }
@@ -75,6 +84,61 @@ pub fn session_cut(v: &RetentionView, rule: &RetentionRule, now: UnixNanos) -> S
             .map_or(0, |(seq, _)| *seq);
     }
     cut
+}
+
+/// Records an attempt that found nothing to fold: every turn after the
+/// fold was removed by retention before it was summarized. No summary is
+/// written; the audit says why, and the session is no longer due (its
+/// attempt reached its last turn), so the scheduler does not come back.
+pub(super) fn nothing_left(
+    store: &dyn Store,
+    (ns, session_id): (&str, &str),
+    session: &Session,
+    (through, gone): (u64, u64),
+    trigger: Trigger,
+) -> Result<Attempt> {
+    let why = format!(
+        "turns {}–{gone} were removed by retention before they were summarized; nothing is left to fold",
+        through + 1
+    );
+    tracing::warn!(namespace = ns, session_id, "{why}");
+    let audit = AuditRecord {
+        audit_seq: 0,
+        kind: AuditKind::SummaryAttempt,
+        created_at: now_nanos(),
+        summary_version: 0,
+        trigger: Some(trigger),
+        covers_through_seq: through,
+        pre_summary_tokens: 0,
+        post_summary_tokens: 0,
+        compression_ratio: 0.0,
+        summarizer: String::new(),
+        covered_turns_sha256: String::new(),
+        validation_passed: false,
+        validation_errors: vec![why],
+        decisions: 0,
+        pending_actions: 0,
+        open_questions: 0,
+        health_flags: Vec::new(),
+        review_id: String::new(),
+        review_status: None,
+        reviewer: String::new(),
+        comment: String::new(),
+    };
+    store.save_summary(
+        ns,
+        session_id,
+        SummaryWrite {
+            base_version: session.summary.version,
+            summary: None,
+            fold: None,
+            audit,
+            review: None,
+            attempted_through_seq: session.last_seq(),
+        },
+    )?;
+    knowledge::settle_episode(store, ns, session_id);
+    Ok(Attempt::Unchanged)
 }
 
 /// How many records of each kind `cut` removes from the session seen in
@@ -435,6 +499,7 @@ mod tests {
         s.next_seq = 11;
         s.turn_count = 10;
         s.summary.version = 3;
+        s.summary.through_seq = 10;
         RetentionView {
             session: s,
             mark: RetentionMark::default(),
@@ -478,6 +543,19 @@ mod tests {
         assert_eq!(session_cut(&done, &rule(), 1000 * DAY).turns_through_seq, 0);
         let counts = cut_counts(&closed, &session_cut(&closed, &rule(), 35 * DAY)).0;
         assert_eq!(counts.turns, 10);
+        // Not yet summarized through its last turn: the turns wait for the
+        // final summary; an attempt (even a refused one) lets them go.
+        let mut behind = closed.clone();
+        behind.session.summary.through_seq = 8;
+        assert_eq!(
+            session_cut(&behind, &rule(), 1000 * DAY).turns_through_seq,
+            0
+        );
+        behind.session.summary.attempted_through_seq = 10;
+        assert_eq!(
+            session_cut(&behind, &rule(), 1000 * DAY).turns_through_seq,
+            10
+        );
     }
 
     #[test]

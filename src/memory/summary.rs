@@ -101,7 +101,18 @@ pub fn run(
         ..base.clone().unwrap_or_default()
     };
     let mut new_turns: BTreeMap<u64, Turn> = BTreeMap::new();
-    let mut from = fold.through_seq + 1;
+    // Turns a retention policy removed are not there to fold.
+    let gone = store.retention_mark(ns, session_id)?.turns_through_seq;
+    let mut from = fold.through_seq.max(gone) + 1;
+    if from > last {
+        return super::retention::nothing_left(
+            store,
+            (ns, session_id),
+            &session,
+            (fold.through_seq, gone),
+            trigger,
+        );
+    }
     while from <= last {
         let page = store.read_turns(ns, session_id, from, last, FOLD_PAGE)?;
         let Some(end) = page.last().map(|t| t.seq) else {

@@ -116,11 +116,17 @@ impl TestServer {
             let _ = tx.send(());
         }
         if let Some(thread) = self.thread.take() {
-            tokio::task::spawn_blocking(move || thread.join())
-                .await
-                .expect("join task")
-                .expect("daemon thread")
-                .expect("server exits cleanly");
+            tokio::time::timeout(
+                STOP_WITHIN,
+                tokio::task::spawn_blocking(move || thread.join()),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the daemon did not finish a graceful stop within {STOP_WITHIN:?}")
+            })
+            .expect("join task")
+            .expect("daemon thread")
+            .expect("server exits cleanly");
         }
         self._tmp.take()
     }
@@ -143,11 +149,22 @@ impl Drop for TestServer {
         if let Some(thread) = self.thread.take() {
             // The daemon runs on its own runtime: joining cannot deadlock
             // the caller's. Its result was already checked by `stop` when
-            // the test cared.
-            let _ = thread.join();
+            // the test cared. Bounded, so a daemon that never stops fails
+            // the test (its thread is left behind) instead of hanging it.
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = thread.join();
+                let _ = tx.send(());
+            });
+            if rx.recv_timeout(STOP_WITHIN).is_err() && !std::thread::panicking() {
+                panic!("the daemon did not finish a graceful stop within {STOP_WITHIN:?}");
+            }
         }
     }
 }
+
+/// Longest a test daemon's graceful stop may take.
+const STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The default config on a given sled directory.
 /// The grace period is 1 s: a test that ends while its client is still
