@@ -94,6 +94,33 @@ async fn session(c: &mut Client, ns: &str, id: &str, words: &str, close: bool) -
     common::get_session(c, ns, id).await.unwrap()
 }
 
+/// The inspector's page at `path`, served over `server` on a loopback port.
+async fn inspector_page(server: &TestServer, path: &str) -> String {
+    use mnemo::inspect::{Inspector, Settings, MAX_LIVE_STREAMS};
+    let client = mnemo::client::connect(&mnemo::client::ClientOptions {
+        addr: server.url(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let settings = Settings {
+        default_namespace: None,
+        allowed_hosts: Vec::new(),
+        max_live_streams: MAX_LIVE_STREAMS,
+    };
+    let inspector = Inspector::new(client, settings).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(mnemo::inspect::serve(
+        inspector,
+        listener,
+        std::future::pending(),
+    ));
+    let r = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap()
+}
+
 fn nanos(ts: &Option<prost_types::Timestamp>) -> i64 {
     let t = ts.as_ref().unwrap();
     t.seconds * 1_000_000_000 + i64::from(t.nanos)
@@ -260,6 +287,23 @@ async fn only_what_is_due_goes_and_readers_are_told() {
     assert!(b.recent_turns.is_empty());
     assert!(b.rendered_text.contains("removed by a retention policy"));
     assert!(b.token_count <= b.budget_tokens);
+    // So do `mnemo turns` (once, beside the turns) and the inspector's page.
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["turns", "-n", "ret", "-s", "s-old"])
+        .env("MNEMO_ADDR", server.url())
+        .env_remove("MNEMO_API_KEY")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "(turns 1-10 (10) were removed by a retention policy)\n"
+    );
+    let page = inspector_page(&server, "/ns/ret/sessions/s-old").await;
+    assert!(
+        page.contains("Turns 1–10 (10) were removed by a retention policy"),
+        "{page}"
+    );
     // The search index forgot them; the other namespace's stay.
     search_until(&mut c, "ret", "", "zqoldword", |h| {
         h.iter()

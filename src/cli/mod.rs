@@ -572,6 +572,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         } => {
             let mut c = connect(&client).await?;
             let mut token = String::new();
+            let mut first_page = true;
             loop {
                 let page = c
                     .list_turns(pb::ListTurnsRequest {
@@ -585,6 +586,20 @@ async fn run(cli: Cli) -> Result<(), String> {
                     .await
                     .map_err(status_line)?
                     .into_inner();
+                if let Some(r) = page.turns_removed.as_ref().filter(|_| first_page) {
+                    // Said once, beside the turns (stderr with --json, so
+                    // the output stays one JSON object per line).
+                    let line = format!(
+                        "turns 1-{} ({}) were removed by a retention policy",
+                        r.through_seq, r.count
+                    );
+                    if client.json {
+                        eprintln!("{line}");
+                    } else {
+                        println!("({line})");
+                    }
+                }
+                first_page = false;
                 for t in &page.turns {
                     if client.json {
                         println!("{}", json::turn(t));

@@ -42,14 +42,15 @@ pub struct PageQuery {
     v: u64,
 }
 
-/// Turns `from..=to` of a session, following pages the daemon cut short.
+/// Turns `from..=to` of a session, following pages the daemon cut short,
+/// and what retention removed from it, if anything.
 pub async fn turns(
     inspector: &Inspector,
     ns: &str,
     id: &str,
     from: u64,
     to: u64,
-) -> Result<Vec<pb::Turn>, tonic::Status> {
+) -> Result<(Vec<pb::Turn>, Option<pb::TurnsRemoved>), tonic::Status> {
     let mut client = inspector.client();
     let mut out = Vec::new();
     let mut token = String::new();
@@ -67,7 +68,7 @@ pub async fn turns(
             .into_inner();
         out.extend(r.turns);
         if r.next_page_token.is_empty() {
-            return Ok(out);
+            return Ok((out, r.turns_removed));
         }
         token = r.next_page_token;
     }
@@ -92,10 +93,10 @@ pub async fn show(
     let last = session.next_seq.saturating_sub(1);
     let from = page_start(q.from.unwrap_or(last.max(1)));
     let to = from + TURNS_PER_PAGE - 1;
-    let shown = if last >= from {
+    let (shown, removed) = if last >= from {
         turns(&inspector, &ns, &id, from, to).await?
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
     let latest = summary::fetch(&inspector, &ns, &id, q.v).await?;
     let versions = client
@@ -121,6 +122,9 @@ pub async fn show(
             section {
                 h2 { "Conversation " span.muted { "turns " (from) "–" (to.min(last.max(from))) " of " span #turn-count { (last) } } }
                 (pager(&ns, &id, from, last))
+                @if let Some(r) = removed.as_ref().filter(|r| r.through_seq >= from) {
+                    p.muted #turns-removed { "Turns 1–" (r.through_seq) " (" (r.count) ") were removed by a retention policy on " (layout::time(&r.remove_time)) "; summaries and episodes that cite them say so." }
+                }
                 @if live { p.muted { "Following live: " span #live-status { "connecting…" } } div #live-notices {} }
                 ol #turns.turns data-events=[live.then_some(&events)] {
                     @for t in &shown { (turn(t)) }
