@@ -27,12 +27,15 @@
 
 #[path = "common/corpus.rs"]
 mod corpus;
+// The tests' support: its llama.cpp server launcher (process group, log).
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use common::llama::{models, LlamaServer};
 
 use mnemo::config::{ModelConfig, SummarizerKind, SummaryConfig};
 use mnemo::llm::ModelSummarizer;
@@ -43,107 +46,11 @@ use mnemo::summarize::{RuleBased, Summarizer};
 
 const NS: &str = "model-sweep";
 
-/// One model to run.
-struct Model {
-    name: String,
-    gguf: String,
-    system_role: bool,
-}
-
 fn env_num(key: &str, default: usize) -> usize {
     std::env::var(key)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn models() -> Vec<Model> {
-    let list = std::env::var("MNEMO_LLAMA_MODELS").unwrap_or_default();
-    list.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|item| {
-            let (name, rest) = item
-                .split_once('=')
-                .unwrap_or_else(|| panic!("{item:?} is not name=path.gguf"));
-            let (gguf, system_role) = match rest.strip_suffix(":nosystem") {
-                Some(p) => (p, false),
-                None => (rest, true),
-            };
-            assert!(Path::new(gguf).is_file(), "{gguf} does not exist");
-            Model {
-                name: name.trim().to_owned(),
-                gguf: gguf.to_owned(),
-                system_role,
-            }
-        })
-        .collect()
-}
-
-/// A running `llama_cpp.server`, killed on drop.
-struct LlamaServer {
-    url: String,
-    child: Child,
-}
-
-impl LlamaServer {
-    fn start(python: &str, m: &Model, rt: &tokio::runtime::Runtime) -> LlamaServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = std::env::temp_dir().join(format!("llama-sweep-{port}.log"));
-        let threads = env_num("MNEMO_LLAMA_THREADS", 2).to_string();
-        let child = Command::new(python)
-            .args(["-m", "llama_cpp.server", "--model", &m.gguf])
-            .args(["--model_alias", &m.name, "--host", "127.0.0.1"])
-            .args(["--port", &port.to_string(), "--n_ctx", "4096"])
-            .args(["--n_threads", &threads])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{python} -m llama_cpp.server: {e}"));
-        let server = LlamaServer {
-            url: format!("http://127.0.0.1:{port}"),
-            child,
-        };
-        let http = reqwest::Client::new();
-        let started = Instant::now();
-        rt.block_on(async {
-            loop {
-                let r = http.get(format!("{}/v1/models", server.url)).send().await;
-                if r.is_ok_and(|r| r.status().is_success()) {
-                    return;
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(180),
-                    "the server did not start; see {}",
-                    log.display()
-                );
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        });
-        server
-    }
-
-    /// Peak resident memory of the server process, MiB.
-    fn peak_mib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0, |kib| kib / 1024)
-    }
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Evidenced items per kind: decisions, open pending actions, open
@@ -287,12 +194,13 @@ fn sweep_one(c: &corpus::Conversation, model: &ModelSummarizer, window: usize, r
 }
 
 fn main() {
-    let python = std::env::var("MNEMO_LLAMA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let models = models();
-    if models.is_empty() {
-        println!("skipped: MNEMO_LLAMA_MODELS names no model (name=path.gguf[:nosystem],…)");
-        return;
-    }
+    let (python, models) = match models() {
+        Ok(m) => m,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
     let sets = corpus::sets(&[
         ("ELITR fixture", "tests/fixtures/meetings_elitr/dev.json"),
         ("BFCL memory", "tests/fixtures/memory_bfcl/dev.json"),
@@ -313,7 +221,11 @@ fn main() {
     println!("|---|---|---:|---|---:|---:|---|---:|---:|---|---|---|---:|");
     let mut reasons = Vec::new();
     for m in &models {
-        let server = LlamaServer::start(&python, m, &rt);
+        let server = rt.block_on(LlamaServer::start(
+            &python,
+            m,
+            env_num("MNEMO_LLAMA_THREADS", 2),
+        ));
         let config = ModelConfig {
             summarizer: SummarizerKind::Model,
             url: server.url.clone(),

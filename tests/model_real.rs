@@ -18,62 +18,14 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::llama::{models, LlamaServer, Model};
 use common::*;
 use mnemo::config::{ModelConfig, SummarizerKind};
 use mnemo::pb;
 
 type Client = mnemo::pb::memory_service_client::MemoryServiceClient<tonic::transport::Channel>;
-
-/// One model to run.
-struct Model {
-    name: String,
-    gguf: String,
-    system_role: bool,
-}
-
-/// The models to run, or why none can run.
-fn models() -> Result<(String, Vec<Model>), String> {
-    let python = std::env::var("MNEMO_LLAMA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&python)
-        .args(["-c", "import llama_cpp.server"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return Err(format!(
-            "{python} cannot import llama_cpp.server (pip install 'llama-cpp-python[server]'; set MNEMO_LLAMA_PYTHON)"
-        ));
-    }
-    let list = std::env::var("MNEMO_LLAMA_MODELS")
-        .map_err(|_| "MNEMO_LLAMA_MODELS is not set (name=path.gguf[:nosystem],…)".to_owned())?;
-    let mut out = Vec::new();
-    for item in list.split(',').filter(|s| !s.trim().is_empty()) {
-        let (name, rest) = item
-            .split_once('=')
-            .ok_or_else(|| format!("{item:?} is not name=path.gguf"))?;
-        let (gguf, system_role) = match rest.strip_suffix(":nosystem") {
-            Some(p) => (p, false),
-            None => (rest, true),
-        };
-        if !std::path::Path::new(gguf).is_file() {
-            return Err(format!("{gguf} does not exist"));
-        }
-        out.push(Model {
-            name: name.trim().to_owned(),
-            gguf: gguf.to_owned(),
-            system_role,
-        });
-    }
-    if out.is_empty() {
-        return Err("MNEMO_LLAMA_MODELS names no model".into());
-    }
-    Ok((python, out))
-}
 
 /// Whether the environment lets these tests run; panics in CI when not.
 fn available() -> Option<(String, Vec<Model>)> {
@@ -86,82 +38,6 @@ fn available() -> Option<(String, Vec<Model>)> {
             println!("skipped: {why}");
             None
         }
-    }
-}
-
-/// A running `llama_cpp.server`, killed with its process group on drop.
-struct LlamaServer {
-    url: String,
-    log: std::path::PathBuf,
-    child: Option<std::process::Child>,
-    group: ProcessGroup,
-}
-
-impl LlamaServer {
-    async fn start(python: &str, m: &Model) -> LlamaServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = std::env::temp_dir().join(format!("llama-server-{port}.log"));
-        let mut cmd = Command::new(python);
-        cmd.args([
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            &m.gguf,
-            "--model_alias",
-            &m.name,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--n_ctx",
-            "4096",
-            "--n_threads",
-            "2",
-        ])
-        // Both streams to the log, unbuffered: the server says on stdout
-        // when a client went away mid-answer.
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null());
-        let file = std::fs::File::create(&log).unwrap();
-        cmd.stdout(file.try_clone().unwrap()).stderr(file);
-        let (child, group) = spawn_in_group(&mut cmd);
-        let server = LlamaServer {
-            url: format!("http://127.0.0.1:{port}"),
-            log: log.clone(),
-            child: Some(child),
-            group,
-        };
-        let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            let r = http.get(format!("{}/v1/models", server.url)).send().await;
-            if r.is_ok_and(|r| r.status().is_success()) {
-                return server;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "llama_cpp.server did not start; its log: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
-
-    fn kill(&mut self) {
-        self.group.end();
-        if let Some(mut c) = self.child.take() {
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -308,7 +184,7 @@ async fn real_models_summarize_within_bounds_above_the_rules_floor() {
     println!("| model | session | stored | why | calls | prompt tok | completion tok | seconds |");
     println!("|---|---|---|---|---|---|---|---|");
     for m in &models {
-        let mut llama = LlamaServer::start(&python, m).await;
+        let mut llama = LlamaServer::start(&python, m, 2).await;
         let tmp = tempfile::tempdir().unwrap();
         let mut config = config_for(&tmp.path().join("data"));
         // The generic request limit is far below one CPU model call: the

@@ -3,6 +3,7 @@
 //! `Binary` runs the compiled `mnemo` executable as a child process.
 #![allow(dead_code)]
 
+pub mod llama;
 pub mod postgres;
 
 use std::io::{BufRead, BufReader};
