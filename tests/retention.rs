@@ -234,6 +234,31 @@ async fn only_what_is_due_goes_and_readers_are_told() {
         (after.turn_count, after.next_seq),
         (old.turn_count, old.next_seq)
     );
+    // ...and GetSession and ListSessions say which turns are gone.
+    let t = after.turns_removed.expect("GetSession says so");
+    assert_eq!((t.through_seq, t.count), (10, 10));
+    let listed = c
+        .list_sessions(pb::ListSessionsRequest {
+            namespace: "ret".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions;
+    let removed: Vec<(&str, Option<u64>)> = listed
+        .iter()
+        .map(|s| {
+            (
+                s.session_id.as_str(),
+                s.turns_removed.as_ref().map(|t| t.through_seq),
+            )
+        })
+        .collect();
+    assert_eq!(
+        removed,
+        [("s-active", None), ("s-new", None), ("s-old", Some(10))]
+    );
     // The summary stays, cites the removed turns and says they are gone.
     let s = summary(&mut c, "ret", "s-old").await.unwrap();
     assert!(s.turns_removed.is_some());

@@ -206,6 +206,9 @@ impl From<Session> for pb::Session {
             owner_agent: s.owner_agent,
             lease_epoch: s.lease_epoch,
             last_active_time: Some(timestamp(s.last_active_at)),
+            // Read from the session's retention mark by GetSession and
+            // ListSessions.
+            turns_removed: None,
         }
     }
 }

@@ -155,8 +155,15 @@ impl MemoryService for MemoryApi {
         let span = span("GetSession", &r.namespace, &r.session_id);
         async move {
             let s = self.memory.get_session(&r.namespace, &r.session_id).await?;
+            let removed = self
+                .memory
+                .turns_removed(&r.namespace, &r.session_id)
+                .await?;
             Ok(Response::new(pb::GetSessionResponse {
-                session: Some(s.into()),
+                session: Some(pb::Session {
+                    turns_removed: removed.map(Into::into),
+                    ..s.into()
+                }),
             }))
         }
         .instrument(span)
@@ -178,8 +185,23 @@ impl MemoryService for MemoryApi {
                 .memory
                 .list_sessions(&r.namespace, filter, r.page_size, &r.page_token)
                 .await?;
+            let removed = self
+                .memory
+                .sessions_turns_removed(
+                    &r.namespace,
+                    page.items.iter().map(|s| s.session_id.clone()).collect(),
+                )
+                .await?;
             Ok(Response::new(pb::ListSessionsResponse {
-                sessions: page.items.into_iter().map(Into::into).collect(),
+                sessions: page
+                    .items
+                    .into_iter()
+                    .zip(removed)
+                    .map(|(s, removed)| pb::Session {
+                        turns_removed: removed.map(Into::into),
+                        ..s.into()
+                    })
+                    .collect(),
                 next_page_token: page.next_page_token.unwrap_or_default(),
             }))
         }

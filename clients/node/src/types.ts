@@ -95,6 +95,8 @@ export interface Session {
   ownerAgent: string;
   leaseEpoch: number;
   lastActiveTime: Date | null;
+  /** Set by getSession and listSessions when a retention policy removed the session's first turns. */
+  turnsRemoved: TurnsRemoved | null;
 }
 
 /** mnemo.v1.ToolCall as stored; `argumentsJson` is the exact text that was sent. */

@@ -16,7 +16,7 @@ type Fields<X> = Record<keyof X, true>;
 const session: Fields<T.Session> = {
   namespace: true, sessionId: true, subjectId: true, title: true, metadata: true, settings: true, state: true,
   turnCount: true, nextSeq: true, totalTokens: true, createTime: true, updateTime: true, summaryVersion: true,
-  summarizedThroughSeq: true, ownerAgent: true, leaseEpoch: true, lastActiveTime: true,
+  summarizedThroughSeq: true, ownerAgent: true, leaseEpoch: true, lastActiveTime: true, turnsRemoved: true,
 };
 const settings: Fields<T.SessionSettings> = {
   summaryEveryTurns: true, contextLimitTokens: true, idleTimeoutSeconds: true, encoding: true, riskLevel: true,

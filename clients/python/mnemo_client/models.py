@@ -57,6 +57,7 @@ class Session:
     owner_agent: str = ""  # empty when no agent claimed the session
     lease_epoch: int = 0  # the fencing token appends and handoffs must carry
     last_active_time: datetime | None = None
+    turns_removed: TurnsRemoved | None = None  # GetSession/ListSessions: retention removed its first turns
 
 
 @dataclass(frozen=True)
