@@ -103,27 +103,10 @@ pub(super) fn nothing_left(
     );
     tracing::warn!(namespace = ns, session_id, "{why}");
     let audit = AuditRecord {
-        audit_seq: 0,
-        kind: AuditKind::SummaryAttempt,
-        created_at: now_nanos(),
-        summary_version: 0,
         trigger: Some(trigger),
         covers_through_seq: through,
-        pre_summary_tokens: 0,
-        post_summary_tokens: 0,
-        compression_ratio: 0.0,
-        summarizer: String::new(),
-        covered_turns_sha256: String::new(),
-        validation_passed: false,
         validation_errors: vec![why],
-        decisions: 0,
-        pending_actions: 0,
-        open_questions: 0,
-        health_flags: Vec::new(),
-        review_id: String::new(),
-        review_status: None,
-        reviewer: String::new(),
-        comment: String::new(),
+        ..AuditRecord::new(AuditKind::SummaryAttempt, now_nanos())
     };
     store.save_summary(
         ns,

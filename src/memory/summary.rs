@@ -705,27 +705,12 @@ impl Memory {
             )));
         }
         let audit = AuditRecord {
-            audit_seq: 0,
-            kind: AuditKind::ReviewResolved,
-            created_at: now_nanos(),
-            summary_version: 0,
-            trigger: None,
-            covers_through_seq: 0,
-            pre_summary_tokens: 0,
-            post_summary_tokens: 0,
-            compression_ratio: 0.0,
-            summarizer: String::new(),
-            covered_turns_sha256: String::new(),
             validation_passed: true,
-            validation_errors: Vec::new(),
-            decisions: 0,
-            pending_actions: 0,
-            open_questions: 0,
-            health_flags: Vec::new(),
             review_id: review_id.to_owned(),
             review_status: Some(status),
             reviewer: reviewer.to_owned(),
             comment: comment.to_owned(),
+            ..AuditRecord::new(AuditKind::ReviewResolved, now_nanos())
         };
         let (ns, id) = (ns.to_owned(), review_id.to_owned());
         self.blocking(move |st| {

@@ -73,6 +73,37 @@ pub struct AuditRecord {
     pub comment: String,
 }
 
+impl AuditRecord {
+    /// A record of `kind` at `created_at` with every other field empty
+    /// (its `audit_seq` is assigned by the store); callers set what the
+    /// event has.
+    pub fn new(kind: AuditKind, created_at: UnixNanos) -> AuditRecord {
+        AuditRecord {
+            audit_seq: 0,
+            kind,
+            created_at,
+            summary_version: 0,
+            trigger: None,
+            covers_through_seq: 0,
+            pre_summary_tokens: 0,
+            post_summary_tokens: 0,
+            compression_ratio: 0.0,
+            summarizer: String::new(),
+            covered_turns_sha256: String::new(),
+            validation_passed: false,
+            validation_errors: Vec::new(),
+            decisions: 0,
+            pending_actions: 0,
+            open_questions: 0,
+            health_flags: Vec::new(),
+            review_id: String::new(),
+            review_status: None,
+            reviewer: String::new(),
+            comment: String::new(),
+        }
+    }
+}
+
 /// A summary waiting for (or having had) human review.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReviewItem {
