@@ -254,6 +254,7 @@ async fn fact_requests_are_validated_and_change_nothing_when_bad() {
                 source: Some(pb::FactSource {
                     session_id: "nope".into(),
                     seq: 1,
+                    ..Default::default()
                 }),
                 ..base.clone()
             },
@@ -265,6 +266,7 @@ async fn fact_requests_are_validated_and_change_nothing_when_bad() {
                 source: Some(pb::FactSource {
                     session_id: "s1".into(),
                     seq: 2,
+                    ..Default::default()
                 }),
                 ..base.clone()
             },
@@ -287,6 +289,7 @@ async fn fact_requests_are_validated_and_change_nothing_when_bad() {
         source: Some(pb::FactSource {
             session_id: "s1".into(),
             seq: 1,
+            ..Default::default()
         }),
         ..base.clone()
     };

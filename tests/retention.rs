@@ -168,6 +168,23 @@ async fn only_what_is_due_goes_and_readers_are_told() {
     let new = session(&mut c, "ret", "s-new", "zqnewword", true).await;
     let active = session(&mut c, "ret", "s-active", "zqactiveword", false).await;
     let _other = session(&mut c, "other", "o-old", "zqotherword", true).await;
+    // Facts stated in a turn of each closed session.
+    for (key, id) in [("refund-old", "s-old"), ("refund-new", "s-new")] {
+        c.put_fact(pb::PutFactRequest {
+            namespace: "ret".into(),
+            subject_id: "cust-7".into(),
+            key: key.into(),
+            text: format!("asked for a refund in {id}"),
+            source: Some(pb::FactSource {
+                session_id: id.into(),
+                seq: 3,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
     c.put_fact(pb::PutFactRequest {
         namespace: "ret".into(),
         subject_id: "cust-7".into(),
@@ -234,6 +251,40 @@ async fn only_what_is_due_goes_and_readers_are_told() {
         (after.turn_count, after.next_seq),
         (old.turn_count, old.next_seq)
     );
+    // A fact keeps its source and says the cited turn is gone (GetFact
+    // and ListFacts); a fact citing a kept turn does not.
+    let cited = |key: &'static str| {
+        let mut c = c.clone();
+        async move {
+            let f = c
+                .list_facts(pb::ListFactsRequest {
+                    namespace: "ret".into(),
+                    subject_id: "cust-7".into(),
+                    key: key.into(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .facts
+                .pop()
+                .unwrap();
+            let got = c
+                .get_fact(pb::GetFactRequest {
+                    namespace: "ret".into(),
+                    fact_id: f.fact_id.clone(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .fact
+                .unwrap();
+            assert_eq!(got.sources, f.sources);
+            (f.sources[0].seq, f.sources[0].turn_removed)
+        }
+    };
+    assert_eq!(cited("refund-old").await, (3, true));
+    assert_eq!(cited("refund-new").await, (3, false));
     // ...and GetSession and ListSessions say which turns are gone.
     let t = after.turns_removed.expect("GetSession says so");
     assert_eq!((t.through_seq, t.count), (10, 10));

@@ -27,6 +27,9 @@ impl From<Fact> for pb::Fact {
                 .map(|s| pb::FactSource {
                     session_id: s.session_id,
                     seq: s.seq,
+                    // Read from the sessions' retention marks by GetFact
+                    // and ListFacts (`with_removed_turns`).
+                    turn_removed: false,
                 })
                 .collect(),
             tags: f.tags,
@@ -168,11 +171,43 @@ pub async fn put_fact(m: &Memory, r: pb::PutFactRequest) -> Result<pb::PutFactRe
     }
 }
 
+/// Facts of namespace `ns` in their proto form, each source that cites a
+/// turn a retention policy removed marked so: one retention mark read per
+/// distinct session the facts cite.
+async fn with_removed_turns(
+    m: &Memory,
+    ns: &str,
+    facts: Vec<Fact>,
+) -> Result<Vec<pb::Fact>, Status> {
+    let cited: std::collections::BTreeSet<&str> = facts
+        .iter()
+        .flat_map(|f| f.sources.iter().map(|s| s.session_id.as_str()))
+        .collect();
+    let ids: Vec<String> = cited.into_iter().map(str::to_owned).collect();
+    let marks = m.sessions_turns_removed(ns, ids.clone()).await?;
+    let removed: std::collections::HashMap<String, u64> = ids
+        .into_iter()
+        .zip(marks)
+        .filter_map(|(id, mark)| Some((id, mark?.through_seq)))
+        .collect();
+    Ok(facts
+        .into_iter()
+        .map(|f| {
+            let mut p = pb::Fact::from(f);
+            for s in &mut p.sources {
+                s.turn_removed =
+                    s.seq > 0 && removed.get(&s.session_id).is_some_and(|&t| s.seq <= t);
+            }
+            p
+        })
+        .collect())
+}
+
 /// GetFact.
 pub async fn get_fact(m: &Memory, r: pb::GetFactRequest) -> Result<pb::GetFactResponse, Status> {
     let fact = m.get_fact(&r.namespace, &r.fact_id).await?;
     Ok(pb::GetFactResponse {
-        fact: Some(fact.into()),
+        fact: with_removed_turns(m, &r.namespace, vec![fact]).await?.pop(),
     })
 }
 
@@ -191,7 +226,7 @@ pub async fn list_facts(
         .list_facts(&r.namespace, filter, r.page_size, &r.page_token)
         .await?;
     Ok(pb::ListFactsResponse {
-        facts: page.items.into_iter().map(Into::into).collect(),
+        facts: with_removed_turns(m, &r.namespace, page.items).await?,
         next_page_token: page.next_page_token.unwrap_or_default(),
     })
 }

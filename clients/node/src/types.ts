@@ -494,6 +494,8 @@ export type WatchEvent =
 export interface FactSource {
   sessionId: string;
   seq: number;
+  /** Set by getFact and listFacts when a retention policy removed the cited turn. */
+  turnRemoved: boolean;
 }
 
 /** mnemo.v1.Fact: a fact about a subject; a new version with the same key supersedes it. */

@@ -89,7 +89,7 @@ const handoffResult: Fields<T.HandoffResult> = { session: true, leaseEpoch: true
 const summaryWritten: Fields<T.SummaryWritten> = { version: true, coversThroughSeq: true, trigger: true };
 const handoffEvent: Fields<T.HandoffEvent> = { fromAgent: true, toAgent: true, reason: true, leaseEpoch: true, seq: true };
 const stateChanged: Fields<T.StateChanged> = { state: true, atSeq: true };
-const factSource: Fields<T.FactSource> = { sessionId: true, seq: true };
+const factSource: Fields<T.FactSource> = { sessionId: true, seq: true, turnRemoved: true };
 const fact: Fields<T.Fact> = {
   namespace: true, factId: true, subjectId: true, key: true, text: true, sources: true, tags: true, origin: true,
   supersedes: true, supersededBy: true, createTime: true, updateTime: true,

@@ -124,7 +124,7 @@ test('fact requests are validated', async () => {
   await client.appendTurns(ns, sessionId, [{ role: 'USER', content: 'I have a cat.' }]);
   await rejectsWith(client.putFact(ns, 'cust-1', 'Has a cat.', { source: { sessionId, seq: 2 } }), 'INVALID_ARGUMENT');
   const stated = await client.putFact(ns, 'cust-1', 'Has a cat.', { source: { sessionId, seq: 1 } });
-  assert.deepEqual(stated.fact.sources, [{ sessionId, seq: 1 }]);
+  assert.deepEqual(stated.fact.sources, [{ sessionId, seq: 1, turnRemoved: false }]);
   await rejectsWith(client.getFact(ns, 'no-such-fact'), 'NOT_FOUND');
 });
 

@@ -152,7 +152,7 @@ test('fact puts, pending-action updates and searches are retried; fact deletions
   assert.equal(server.calls.length, 3);
   const sent = server.calls[2]!.request;
   assert.deepEqual([sent.subjectId, sent.key, sent.text, sent.tags], ['u1', 'drink', 'Prefers tea.', ['vip']]);
-  assert.deepEqual(sent.source, { sessionId: 's', seq: 3 });
+  assert.deepEqual(sent.source, { sessionId: 's', seq: 3, turnRemoved: false });
 
   server.calls.length = 0;
   server.failures = [grpc.status.UNAVAILABLE];

@@ -238,6 +238,7 @@ class FactSource:
 
     session_id: str
     seq: int = 0
+    turn_removed: bool = False  # GetFact/ListFacts: a retention policy removed the cited turn
 
 
 @dataclass(frozen=True)
