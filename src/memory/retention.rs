@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::summary::Attempt;
 use super::{knowledge, Event, Memory};
 use crate::config::{RetentionPolicy, RetentionRule};
 use crate::error::{Error, Result};
@@ -96,7 +95,7 @@ pub(super) fn nothing_left(
     session: &Session,
     (through, gone): (u64, u64),
     trigger: Trigger,
-) -> Result<Attempt> {
+) -> Result<()> {
     let why = format!(
         "turns {}–{gone} were removed by retention before they were summarized; nothing is left to fold",
         through + 1
@@ -121,7 +120,7 @@ pub(super) fn nothing_left(
         },
     )?;
     knowledge::settle_episode(store, ns, session_id);
-    Ok(Attempt::Unchanged)
+    Ok(())
 }
 
 /// How many records of each kind `cut` removes from the session seen in

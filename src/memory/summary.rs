@@ -105,13 +105,14 @@ pub fn run(
     let gone = store.retention_mark(ns, session_id)?.turns_through_seq;
     let mut from = fold.through_seq.max(gone) + 1;
     if from > last {
-        return super::retention::nothing_left(
+        super::retention::nothing_left(
             store,
             (ns, session_id),
             &session,
             (fold.through_seq, gone),
             trigger,
-        );
+        )?;
+        return Ok(Attempt::Unchanged);
     }
     while from <= last {
         let page = store.read_turns(ns, session_id, from, last, FOLD_PAGE)?;
