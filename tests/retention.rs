@@ -285,6 +285,12 @@ async fn only_what_is_due_goes_and_readers_are_told() {
     };
     assert_eq!(cited("refund-old").await, (3, true));
     assert_eq!(cited("refund-new").await, (3, false));
+    // The inspector's subject page says so too (no link to a gone turn),
+    // and marks the episode of the session that lost its turns.
+    let page = inspector_page(&server, "/ns/ret/subjects/cust-7").await;
+    assert!(page.contains("s-old #3 (removed by retention)"), "{page}");
+    assert!(page.contains("turns 1–10 removed by retention"), "{page}");
+    assert!(!page.contains("s-new #3 (removed"), "{page}");
     // ...and GetSession and ListSessions say which turns are gone.
     let t = after.turns_removed.expect("GetSession says so");
     assert_eq!((t.through_seq, t.count), (10, 10));

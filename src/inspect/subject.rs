@@ -89,7 +89,8 @@ pub async fn page_route(
                     td { (f.text) }
                     td { (origin(f.origin)) }
                     td { @for s in &f.sources {
-                        @if s.seq > 0 { a href=(layout::turn_url(&ns, &s.session_id, s.seq)) { (s.session_id) " #" (s.seq) } " " }
+                        @if s.turn_removed { span.muted { (s.session_id) " #" (s.seq) " (removed by retention)" } " " }
+                        @else if s.seq > 0 { a href=(layout::turn_url(&ns, &s.session_id, s.seq)) { (s.session_id) " #" (s.seq) } " " }
                         @else { a href=(session_url(&ns, &s.session_id)) { (s.session_id) } " " }
                     } }
                     td { (layout::time(&f.create_time)) }
@@ -105,7 +106,8 @@ pub async fn page_route(
             thead { tr { th { "Session" } th { "Ended" } th { "Topic" } th { "Outcome" } th { "Still pending" } } }
             tbody { @for e in &episodes {
                 tr {
-                    td { a href=(session_url(&ns, &e.session_id)) { (e.session_id) } }
+                    td { a href=(session_url(&ns, &e.session_id)) { (e.session_id) }
+                        @if let Some(r) = &e.turns_removed { div.muted { "turns 1–" (r.through_seq) " removed by retention" } } }
                     td { (layout::time(&e.end_time)) " (" (layout::state(e.ended_as)) ")" }
                     td { (e.topic) div.muted { (e.prose) } }
                     td { (layout::name(pb::Outcome::try_from(e.outcome).ok().map(|o| o.as_str_name()), "OUTCOME_")) }
