@@ -224,7 +224,8 @@ fn user_turn_before(
 /// - once more turns than the window follow the fold, from a start that
 ///   moves by half a window at a time ([`log_origin`]);
 /// - never after the newest interaction (the newest USER turn), which is
-///   always in.
+///   always in (a log starting at the fold's last USER turn holds it
+///   already, so only a log without one looks for it).
 fn log_start(
     store: &dyn Store,
     ns: &str,
@@ -233,16 +234,20 @@ fn log_start(
     window: u64,
 ) -> Result<u64> {
     let origin = log_origin(covered, as_of, window);
-    let start = if origin == covered + 1 && covered > gone {
-        user_turn_before(store, ns, session_id, covered, gone)?.map_or(origin, |u| u.min(origin))
+    let fold_tail = if origin == covered + 1 && covered > gone {
+        user_turn_before(store, ns, session_id, covered, gone)?
     } else {
-        origin
+        None
     };
-    // The newest interaction, when a long run of turns without a user
-    // turn ends the session.
+    // Starting at a user turn, the log holds the newest interaction.
+    if let Some(u) = fold_tail {
+        return Ok(u.min(origin));
+    }
+    // Else the newest interaction, when a long run of turns without a
+    // user turn ends the session.
     let newest = user_turn_before(store, ns, session_id, as_of, gone)?;
     Ok(newest
-        .map_or(start, |u| u.min(start))
+        .map_or(origin, |u| u.min(origin))
         .clamp(1, as_of.max(1)))
 }
 
