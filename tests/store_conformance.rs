@@ -192,8 +192,6 @@ fn fold(version: u64, through: u64) -> FoldRecord {
 fn attempt_audit(version: u64, through: u64) -> AuditRecord {
     AuditRecord {
         audit_seq: 99,
-        kind: AuditKind::SummaryAttempt,
-        created_at: 5,
         summary_version: version,
         trigger: Some(Trigger::Requested),
         covers_through_seq: through,
@@ -201,21 +199,13 @@ fn attempt_audit(version: u64, through: u64) -> AuditRecord {
         post_summary_tokens: 5,
         compression_ratio: 2.0,
         summarizer: "test".into(),
-        covered_turns_sha256: String::new(),
         validation_passed: version > 0,
         validation_errors: if version > 0 {
             Vec::new()
         } else {
             vec!["refused".into()]
         },
-        decisions: 0,
-        pending_actions: 0,
-        open_questions: 0,
-        health_flags: Vec::new(),
-        review_id: String::new(),
-        review_status: None,
-        reviewer: String::new(),
-        comment: String::new(),
+        ..AuditRecord::new(AuditKind::SummaryAttempt, 5)
     }
 }
 

@@ -110,14 +110,7 @@ pub(super) fn nothing_left(
     store.save_summary(
         ns,
         session_id,
-        SummaryWrite {
-            base_version: session.summary.version,
-            summary: None,
-            fold: None,
-            audit,
-            review: None,
-            attempted_through_seq: session.last_seq(),
-        },
+        SummaryWrite::without_summary(session.summary.version, audit, session.last_seq()),
     )?;
     knowledge::settle_episode(store, ns, session_id);
     Ok(())

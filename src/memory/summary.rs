@@ -282,14 +282,7 @@ pub fn run(
                 ?errors,
                 "summary refused by validation"
             );
-            SummaryWrite {
-                base_version: session.summary.version,
-                summary: None,
-                fold: None,
-                audit,
-                review: None,
-                attempted_through_seq: fold.through_seq,
-            }
+            SummaryWrite::without_summary(session.summary.version, audit, fold.through_seq)
         }
     };
     let session = store.save_summary(ns, session_id, write)?;

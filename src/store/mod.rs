@@ -135,6 +135,25 @@ pub struct SummaryWrite {
     pub attempted_through_seq: u64,
 }
 
+impl SummaryWrite {
+    /// An attempt that stores no summary (refused, or nothing left to
+    /// fold): its audit record and the last seq it covered.
+    pub fn without_summary(
+        base_version: u64,
+        audit: AuditRecord,
+        attempted_through_seq: u64,
+    ) -> Self {
+        SummaryWrite {
+            base_version,
+            summary: None,
+            fold: None,
+            audit,
+            review: None,
+            attempted_through_seq,
+        }
+    }
+}
+
 /// What becomes of a stored fact when a session it cites is deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FactFate {
