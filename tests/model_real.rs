@@ -335,8 +335,17 @@ async fn real_models_summarize_within_bounds_above_the_rules_floor() {
             );
             impatient.stop().await;
             // The server's own account: it saw the client go and left its
-            // generation loop.
-            let log = std::fs::read_to_string(&llama.log).unwrap_or_default();
+            // generation loop. It looks only between two tokens, so a
+            // server still reading the prompt (a loaded machine) says so
+            // once it reaches the first one: waited for, at most 90 s.
+            let deadline = Instant::now() + Duration::from_secs(90);
+            let log = loop {
+                let log = std::fs::read_to_string(&llama.log).unwrap_or_default();
+                if log.contains("Disconnected from client") || Instant::now() > deadline {
+                    break log;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            };
             assert!(
                 log.contains("Disconnected from client"),
                 "the server kept generating after mnemo gave up; its log ends: {}",
