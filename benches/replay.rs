@@ -38,6 +38,10 @@
 //! the base commit).
 //!
 //! `MNEMO_REPLAY_DUMP=path` appends every bundle (JSON lines) to `path`.
+//! `MNEMO_REPLAY_QUERY=newest` asks every bundle with the exchange's newest
+//! user message as its query (as the Agents session does); **stable + log
+//! kept** is the share of pairs whose previous bundle's stable part and log
+//! (up to its `log_end_bytes`: what a client caches) begin the next bundle.
 //!
 //! Data: `MNEMO_REPLAY_SETS` (comma-separated `name=path`; default the
 //! committed BFCL v4 memory chats and ELITR meetings; any chat set in the
@@ -246,6 +250,9 @@ struct Tally {
     loss: Loss,
     /// Bundle tokens over pairs (for the mean size).
     pair_tokens: u64,
+    /// Pairs where the previous bundle's stable part and log (what a
+    /// client caches, up to `log_end_bytes`) begin the next bundle whole.
+    kept: u64,
 }
 
 /// Where a pair's non-reused tokens lie, as shares of the bundle (sums
@@ -336,6 +343,12 @@ impl Loss {
     }
 }
 
+/// Whether bundles are asked with the newest user message as their query
+/// (`MNEMO_REPLAY_QUERY=newest`), as the Agents session asks them.
+fn newest_as_query() -> bool {
+    std::env::var("MNEMO_REPLAY_QUERY").is_ok_and(|v| v == "newest")
+}
+
 async fn wait_for_episode(c: &mut Client, subject: &str, want: usize) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
@@ -374,7 +387,7 @@ async fn replay(set: &[Replay], budget: u32) -> Tally {
             })
             .await
             .expect("create session");
-            let mut prev: Option<(String, u64)> = None;
+            let mut prev: Option<(String, u64, usize)> = None;
             let mut appended = 0usize;
             for x in exchanges(turns) {
                 let new: Vec<pb::NewTurn> = x
@@ -413,11 +426,22 @@ async fn replay(set: &[Replay], budget: u32) -> Tally {
                     }
                 }
                 let at = Instant::now();
+                // As the Agents session asks: the newest user message as
+                // the query (MNEMO_REPLAY_QUERY=newest), else none.
+                let query = if newest_as_query() {
+                    x.iter()
+                        .rev()
+                        .find(|t| t.role == "user")
+                        .map_or_else(String::new, |t| t.content.clone())
+                } else {
+                    String::new()
+                };
                 let b = c
                     .get_context_bundle(pb::GetContextBundleRequest {
                         namespace: NS.into(),
                         session_id: sid.clone(),
                         budget_tokens: budget,
+                        query,
                         ..Default::default()
                     })
                     .await
@@ -430,7 +454,11 @@ async fn replay(set: &[Replay], budget: u32) -> Tally {
                 let version = b.manifest.as_ref().map_or(0, |m| m.summary_version);
                 let total = u64::from(b.token_count);
                 t.total += total;
-                if let Some((text, v)) = &prev {
+                if let Some((text, v, log_end)) = &prev {
+                    t.kept += u64::from(
+                        text.get(..*log_end)
+                            .is_some_and(|p| b.rendered_text.starts_with(p)),
+                    );
                     let shared = shared_tokens(text, &b.rendered_text);
                     let share = shared as f64 / total.max(1) as f64;
                     t.cached += shared;
@@ -479,7 +507,8 @@ async fn replay(set: &[Replay], budget: u32) -> Tally {
                         let _ = writeln!(f, "{line}");
                     }
                 }
-                prev = Some((b.rendered_text, version));
+                let log_end = b.log_end_bytes as usize;
+                prev = Some((b.rendered_text, version, log_end));
             }
             if !r.subject.is_empty() && k + 1 < r.sessions.len() {
                 c.close_session(pb::CloseSessionRequest {
@@ -522,8 +551,16 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    println!("| set | budget | exchanges | reuse | ceiling | reuse ÷ ceiling | reuse between folds | ceiling between folds | reuse across a fold | changes / 100 | bill / 100, no cache | bill / 100, cached 0.1× | bill / 100, cached 0.5× | p50 ms | p99 ms |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "Query: {}\n",
+        if newest_as_query() {
+            "the newest user message"
+        } else {
+            "none"
+        }
+    );
+    println!("| set | budget | exchanges | reuse | ceiling | reuse ÷ ceiling | reuse between folds | ceiling between folds | reuse across a fold | changes / 100 | stable + log kept | bill / 100, no cache | bill / 100, cached 0.1× | bill / 100, cached 0.5× | p50 ms | p99 ms |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut losses = Vec::new();
     rt.block_on(async {
         for spec in sets.split(',') {
@@ -542,7 +579,7 @@ fn main() {
                 let bill = |m: f64| per100(t.total as f64 - (1.0 - m) * t.cached as f64);
                 let pairs = t.pairs.max(1) as f64;
                 println!(
-                    "| {name} | {budget} | {} | {} | {} | {:.3} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} |",
+                    "| {name} | {budget} | {} | {} | {} | {:.3} | {} | {} | {} | {:.1} | {:.3} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} |",
                     t.exchanges,
                     mean((t.pairs, t.reuse)),
                     mean((t.pairs, t.ceiling)),
@@ -551,6 +588,7 @@ fn main() {
                     mean((t.within.0, t.ceiling_within)),
                     mean(t.across),
                     per100(t.changes as f64),
+                    t.kept as f64 / pairs,
                     per100(t.total as f64),
                     bill(0.1),
                     bill(0.5),

@@ -74,6 +74,9 @@ type Client = MemoryServiceClient<Channel>;
 
 const NS: &str = "bench";
 const BUDGETS: [u32; 3] = [1_000, 2_000, 4_000];
+/// Seconds between a session's turns as the bench appends them (client
+/// times from the session's date).
+const TURN_SPACING_SECS: i64 = 30;
 
 #[derive(Deserialize)]
 struct Dataset {
@@ -111,6 +114,9 @@ struct Question {
     answers: Vec<String>,
     #[serde(default)]
     evidence: Vec<Evidence>,
+    /// The set's own category of the question (multi-hop, temporal...).
+    #[serde(default)]
+    category: String,
 }
 
 #[derive(Deserialize)]
@@ -324,7 +330,7 @@ async fn load(c: &mut Client, data: &Dataset) {
                     speaker: t.speaker.clone(),
                     content: t.content.clone(),
                     client_time: Some(prost_types::Timestamp {
-                        seconds: start + 30 * k as i64,
+                        seconds: start + TURN_SPACING_SECS * k as i64,
                         nanos: 0,
                     }),
                     ..Default::default()
@@ -449,9 +455,19 @@ async fn quiet() {
     }
 }
 
+/// A day as people write it ("7 May 2023"), from Unix seconds.
+fn day(secs: i64) -> String {
+    use mnemo::model::calendar::{civil_from_days, MONTH_NAMES};
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    format!("{d} {} {y}", MONTH_NAMES[(m as usize).clamp(1, 12) - 1])
+}
+
+/// Every turn of a subject as the plain pack shows it: `[7 May 2023]
+/// Caroline: text`, dated by the time the bench appends it with.
 fn flat(s: &Subject) -> Vec<Flat> {
     let mut out = Vec::new();
     for sess in &s.sessions {
+        let start = parse_time(&sess.date);
         for (k, t) in sess.turns.iter().enumerate() {
             let who = if t.speaker.is_empty() {
                 &t.role
@@ -461,7 +477,11 @@ fn flat(s: &Subject) -> Vec<Flat> {
             out.push(Flat {
                 session_id: sess.session_id.clone(),
                 seq: k as u64 + 1,
-                line: format!("{who}: {}", t.content),
+                line: format!(
+                    "[{}] {who}: {}",
+                    day(start + TURN_SPACING_SECS * k as i64),
+                    t.content
+                ),
             });
         }
     }
@@ -567,6 +587,33 @@ async fn quality(path: &str) {
     let (mut search_ranks, mut bm25_ranks) = (Ranks::default(), Ranks::default());
     let mut misses = Vec::new();
     let mut asked = Vec::new();
+    // The ceiling: questions whose answer is said verbatim somewhere in
+    // the subject's conversations (no pack of transcript text can do
+    // better).
+    let ceiling = data
+        .questions
+        .iter()
+        .filter(|q| {
+            flats.get(q.subject_id.as_str()).is_some_and(|fl| {
+                let all: Vec<&str> = fl.iter().map(|f| f.line.as_str()).collect();
+                answered(&all.join("\n"), &q.answers)
+            })
+        })
+        .count();
+    // The set as the blind reader's tables name it: its source's first words.
+    let set_name = data
+        .source
+        .split([',', '\n', '(', ':'])
+        .next()
+        .unwrap_or("")
+        .trim();
+    let mut contexts = std::env::var_os("MNEMO_BENCH_DUMP_CONTEXTS").map(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("open the contexts dump")
+    });
     let mut dump = std::env::var_os("MNEMO_BENCH_DUMP_SEARCH").map(|path| {
         std::fs::OpenOptions::new()
             .create(true)
@@ -574,7 +621,7 @@ async fn quality(path: &str) {
             .open(path)
             .expect("open the dump")
     });
-    for q in &data.questions {
+    for (qi, q) in data.questions.iter().enumerate() {
         let Some(s) = subjects.get(q.subject_id.as_str()) else {
             continue;
         };
@@ -591,6 +638,15 @@ async fn quality(path: &str) {
             let bm = pack(order.iter().map(|&i| fl[i].line.as_str()), budget as usize);
             for (m, text) in [&with, &without, &newest, &bm].into_iter().enumerate() {
                 hits[b][m] += usize::from(answered(text, &q.answers));
+            }
+            if let Some(out) = contexts.as_mut() {
+                // For the blind reader (scripts/blind_reader.py).
+                let line = serde_json::json!({
+                    "set": set_name, "qid": qi, "question": q.question,
+                    "answers": q.answers, "category": q.category, "budget": budget,
+                    "contexts": {"bundle": with, "pack": bm},
+                });
+                writeln!(out, "{line}").expect("write the contexts dump");
             }
             if budget == 2_000
                 && !answered(&with, &q.answers)
@@ -677,6 +733,23 @@ async fn quality(path: &str) {
         .map(|b| format!("{:.2}×", hits[b][0] as f64 / hits[b][3].max(1) as f64))
         .collect();
     println!("| mnemo ÷ BM25 pack | {} |", ratio.join(" | "));
+    let of_ceiling: Vec<String> = (0..BUDGETS.len())
+        .map(|b| {
+            format!(
+                "{:.3} / {:.3}",
+                hits[b][0] as f64 / ceiling.max(1) as f64,
+                hits[b][3] as f64 / ceiling.max(1) as f64
+            )
+        })
+        .collect();
+    println!(
+        "| ceiling: answer said verbatim in the conversations | {0:.1}% | {0:.1}% | {0:.1}% |",
+        100.0 * ceiling as f64 / n
+    );
+    println!(
+        "| share of the ceiling, bundle / BM25 pack | {} |",
+        of_ceiling.join(" | ")
+    );
     println!(
         "\nSearch, evidence turn ranked ({} questions with evidence):\n",
         search_ranks.0.len()

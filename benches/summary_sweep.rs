@@ -35,17 +35,23 @@
 
 #[path = "common/corpus.rs"]
 mod corpus;
+#[path = "common/labels.rs"]
+mod labels;
 
 use std::path::Path;
 use std::time::Instant;
 
 use corpus::{load, Conversation};
+use labels::{ratio, Score};
 use mnemo::config::SummaryConfig;
 use mnemo::memory::summary::{run, Attempt};
 use mnemo::model::{NewTurn, SessionSummary, Trigger, Turn};
 use mnemo::summarize::RuleBased;
 
 const NS: &str = "sweep";
+/// Least precision of the listed items against a labelled set's labels
+/// (the bar for held-out conversations).
+const MIN_LABELLED_PRECISION: f64 = 0.9;
 
 /// Whether `text` holds a bracketed stretch shaped like a transcriber's
 /// note (see the module documentation).
@@ -170,6 +176,9 @@ struct Row {
     non_person: usize,
     times_ms: Vec<f64>,
     examples: Vec<String>,
+    /// Against the labels of the conversations that have them.
+    labelled: Score,
+    labelled_conversations: usize,
 }
 
 fn fold_one(c: &Conversation, row: &mut Row) {
@@ -211,6 +220,10 @@ fn fold_one(c: &Conversation, row: &mut Row) {
     };
     let speakers: Vec<&str> = c.turns.iter().map(|t| t.speaker.as_str()).collect();
     row.items += s.decisions.len() + s.pending_actions.len();
+    if !c.labels.is_empty() {
+        row.labelled_conversations += 1;
+        row.labelled.add(&c.id, &s, &c.labels, &speakers);
+    }
     if std::env::var("MNEMO_BENCH_SHOW_ITEMS").is_ok_and(|v| v == "all") {
         for d in &s.decisions {
             row.examples.push(format!(
@@ -273,6 +286,7 @@ fn main() {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut failed = false;
     let mut all_examples = Vec::new();
+    let mut labelled_rows = Vec::new();
     for (name, path) in &sets {
         let convs = load(Path::new(path));
         let mut row = Row::default();
@@ -296,6 +310,41 @@ fn main() {
         );
         failed |= row.refused > 0 || row.panics > 0;
         all_examples.extend(row.examples.into_iter().map(|e| format!("{name}: {e}")));
+        if row.labelled_conversations > 0 {
+            let l = &row.labelled;
+            if l.items > 0 && (l.real as f64) < MIN_LABELLED_PRECISION * l.items as f64 {
+                eprintln!(
+                    "{name}: precision {} is under {MIN_LABELLED_PRECISION} against the labels",
+                    ratio(l.real, l.items)
+                );
+                failed = true;
+            }
+            labelled_rows.push((name.clone(), row.labelled_conversations, row.labelled));
+        }
+    }
+    if !labelled_rows.is_empty() {
+        println!(
+            "\nAgainst turn labels people made (95% intervals):\n\n| corpus | conversations | items | precision | actions | decisions | questions | recall of labelled commitments, requests, decisions | owners not speakers | unassigned |"
+        );
+        println!("|---|---:|---:|---|---|---|---|---|---:|---:|");
+        for (name, n, l) in &labelled_rows {
+            println!(
+                "| {name} | {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                l.items,
+                ratio(l.real, l.items),
+                ratio(l.actions.0, l.actions.1),
+                ratio(l.decisions.0, l.decisions.1),
+                ratio(l.questions.0, l.questions.1),
+                ratio(l.found, l.labelled),
+                l.wrong_owners,
+                l.unassigned
+            );
+            if show {
+                for m in &l.misses {
+                    println!("  not real: {name}: {m}");
+                }
+            }
+        }
     }
     if show {
         for e in &all_examples {

@@ -3,6 +3,7 @@
 //! (formats in `summary_sweep.rs`), and a session built from one of them
 //! on an in-process store. Included by path from each bench.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use mnemo::memory::append::{plan, PreparedAppend};
@@ -18,6 +19,27 @@ const BATCH: usize = 256;
 pub struct Conversation {
     pub id: String,
     pub turns: Vec<NewTurn>,
+    /// Turn labels people made, by seq (a labelled set's `labels`; see
+    /// `scripts/labelled_to_sweep.py`), else empty. Only the summary
+    /// sweep reads them.
+    #[allow(dead_code)]
+    pub labels: BTreeMap<u64, Vec<String>>,
+}
+
+/// A conversation's `labels` object (`{"<seq>": ["commitment", ...]}`).
+fn labels_of(v: &Value) -> BTreeMap<u64, Vec<String>> {
+    v["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, l)| {
+            let kinds = l
+                .as_array()?
+                .iter()
+                .filter_map(|x| x.as_str().map(String::from));
+            Some((k.parse().ok()?, kinds.collect()))
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -101,6 +123,7 @@ pub fn load(path: &Path) -> Vec<Conversation> {
             .map(|p| Conversation {
                 id: p.file_stem().unwrap_or_default().to_string_lossy().into(),
                 turns: turns_of(&read(p), Role::User),
+                labels: BTreeMap::new(),
             })
             .collect();
     }
@@ -111,6 +134,7 @@ pub fn load(path: &Path) -> Vec<Conversation> {
             out.push(Conversation {
                 id: m["id"].as_str().unwrap_or("meeting").into(),
                 turns: turns_of(m, Role::User),
+                labels: BTreeMap::new(),
             });
         }
     }
@@ -119,6 +143,7 @@ pub fn load(path: &Path) -> Vec<Conversation> {
             out.push(Conversation {
                 id: c["id"].as_str().unwrap_or("conversation").into(),
                 turns: turns_of(c, Role::User),
+                labels: labels_of(c),
             });
         }
     }
@@ -130,6 +155,7 @@ pub fn load(path: &Path) -> Vec<Conversation> {
                         .as_str()
                         .map_or_else(|| format!("session-{k}"), str::to_string),
                     turns: turns_of(session, Role::User),
+                    labels: BTreeMap::new(),
                 });
             }
         }

@@ -7,7 +7,7 @@
 //! `pack.rs`.
 
 use super::lines::{
-    episode_lines, fact_item_line, item, one_line, state_name, Candidate, Line, Share,
+    day, episode_lines, fact_item_line, item, one_line, state_name, Candidate, Line, Share,
     BYTES_PER_TOKEN_AT_MOST,
 };
 use super::recalled;
@@ -75,8 +75,8 @@ fn summary_candidates(s: &SessionSummary, pending_only: bool, out: &mut Vec<Cand
     }
 }
 
-/// A carried action: the action in its own words and where it came from
-/// (its evidence seqs are another session's).
+/// A carried action: the action in its own words, where it came from (its
+/// evidence seqs are another session's) and the day that session ended.
 fn carried_line(c: &CarriedAction) -> String {
     let a = &c.action;
     let due = if a.deadline.is_empty() {
@@ -85,12 +85,13 @@ fn carried_line(c: &CarriedAction) -> String {
         format!(", due {}", a.deadline)
     };
     format!(
-        "- {} (owner {}{due}, {}) — from session {} [#{}]",
+        "- {} (owner {}{due}, {}) — from session {} [#{}], {}",
         one_line(&a.action),
         a.owner,
         render::status(a.status),
         c.action_ref.session_id,
-        c.action_ref.action_seq
+        c.action_ref.action_seq,
+        day(c.ended_at)
     )
 }
 

@@ -41,11 +41,52 @@ use crate::tokens;
 /// scheme agents are used to).
 pub const EARLIER_HEADING: &str = "Earlier conversation summary:";
 
-/// Most of the budget (after the reserves) the stable part may take.
-const STABLE_SHARE: f64 = 0.3;
-/// Most of what the stable part left that the log may take; the rest is
-/// for the request's part (retrieved memory first).
-const LOG_SHARE: f64 = 0.6;
+/// How the budget (after the reserves) is split between the parts: the
+/// most the stable part may take, and the most the log may take of what
+/// the stable part left; the rest is the request's (retrieved memory).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Split {
+    pub stable: f64,
+    pub log: f64,
+}
+
+/// The splits a bundle chooses from, by how much retrieved memory its
+/// request brought: none (the session's state: a handoff, a resumption),
+/// some, or more than the default split leaves it. A few fixed steps, not
+/// a continuous share, so that successive bundles with similar requests
+/// choose the same step and still share their beginning (the stable
+/// part's content depends only on the budget and the step).
+pub(super) const SPLITS: [Split; 3] = [
+    Split {
+        stable: 0.30,
+        log: 0.60,
+    },
+    Split {
+        stable: 0.20,
+        log: 0.45,
+    },
+    Split {
+        stable: 0.12,
+        log: 0.30,
+    },
+];
+
+/// The split for a request whose retrieved memory would take `need`
+/// tokens whole: the first step whose request part holds it, else the
+/// last. Retrieved memory is what the agent asked for, so it is valued
+/// above the stable part's carried items and the older log, which the
+/// step cuts first (the newest interaction and the first open item stay).
+pub(super) fn split_for(need: u64, allowance: u64) -> Split {
+    if need == 0 {
+        return SPLITS[0];
+    }
+    let request_room = |s: &Split| (1.0 - s.stable) * (1.0 - s.log) * allowance as f64;
+    SPLITS
+        .iter()
+        .copied()
+        .find(|s| need as f64 <= request_room(s))
+        .unwrap_or(SPLITS[SPLITS.len() - 1])
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Choice {
@@ -60,7 +101,9 @@ fn heading(section: Section) -> &'static str {
         Section::PendingActions => "## Pending actions",
         Section::CarriedActions => "## Pending actions from earlier sessions",
         Section::OpenQuestions => "## Open questions",
-        Section::Recalled => "## Relevant memory (retrieved for the request)",
+        Section::Recalled => {
+            "## Relevant memory (retrieved for the request; [day] speaker: words (session #turn))"
+        }
         Section::Decisions => "## Decisions",
         Section::Summary => "## Summary",
         Section::KeyFacts => "## Key facts",
@@ -163,7 +206,15 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
         taken: std::collections::HashMap::new(),
     };
     let mut choices = vec![Choice::Omitted; cands.len()];
-    let stable_cap = (allowance as f64 * STABLE_SHARE) as u64;
+    // Retrieved memory (hits and their neighbours) whole, by the same
+    // estimates the packer measures against.
+    let need: u64 = cands
+        .iter()
+        .filter(|c| c.section == Section::Recalled && c.share != Share::Neighbour)
+        .map(|c| c.estimate.min(allowance))
+        .sum();
+    let split = split_for(need, allowance);
+    let stable_cap = (allowance as f64 * split.stable) as u64;
     choose(
         &mut cands,
         &mut choices,
@@ -176,7 +227,7 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
     // The log, within its share of what the stable part left (a
     // transcript, which fits, takes all of it).
     let rest = allowance.saturating_sub(state.used);
-    let share = if inputs.transcript { 1.0 } else { LOG_SHARE };
+    let share = if inputs.transcript { 1.0 } else { split.log };
     let plan = log::plan(
         &inputs,
         enc,

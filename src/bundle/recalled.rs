@@ -4,27 +4,52 @@
 //! stated, an episode like the episodes section shows it.
 
 use super::lines::{
-    day, episode_lines, fact_item_line, item, turn_prefix, verbatim, Candidate, Line, Share,
-    BYTES_PER_TOKEN_AT_MOST,
+    day, episode_lines, fact_item_line, item, role_name, turn_prefix, verbatim, Candidate, Line,
+    Share, BYTES_PER_TOKEN_AT_MOST,
 };
 use super::{Inputs, RecalledItem, Section};
 use crate::model::Turn;
 use crate::search::turn_time;
 
-/// A retrieved turn: its citation, then the turn as the recent turns show
-/// it (content and exact tool call).
+/// Longest session id a retrieved line names whole; a longer one (a
+/// server-made ULID, 26 characters, about 18 tokens) is named by its last
+/// characters, which are random. The response's `recalled` field carries
+/// every reference exactly.
+const MAX_CITED_ID_CHARS: usize = 12;
+/// Characters of a long session id a line keeps.
+const CITED_ID_TAIL: usize = 6;
+
+/// How a retrieved line names its session: whole when short.
+fn cited_session(session_id: &str) -> String {
+    let n = session_id.chars().count();
+    if n <= MAX_CITED_ID_CHARS {
+        return session_id.to_owned();
+    }
+    let tail: String = session_id.chars().skip(n - CITED_ID_TAIL).collect();
+    format!("…{tail}")
+}
+
+/// A retrieved turn read like memory: its day and speaker first, the
+/// words verbatim (and the exact tool call), then where it is: "[8 May
+/// 2023] Caroline: text (ann-1 #3)". A dated line per turn is what a
+/// reader answers "when" from; the role is left out when the speaker is
+/// named.
 fn cited(session_id: &str, t: &Turn) -> String {
+    // The exact tool call, as the log shows it, follows the words.
     let whole = verbatim(t);
-    let prefix = turn_prefix(t);
-    let rest = whole.strip_prefix(&prefix).unwrap_or(&whole);
-    let who = prefix
-        .split_once(' ')
-        .map_or("", |(_, who)| who)
-        .trim_end_matches(':');
+    let said = format!("{} {}", turn_prefix(t), t.content);
+    let call = whole.strip_prefix(&said).unwrap_or("");
+    let who = if t.speaker.is_empty() {
+        role_name(t.role)
+    } else {
+        t.speaker.as_str()
+    };
     format!(
-        "[session {session_id} #{}, {}] {who}:{rest}",
-        t.seq,
-        day(turn_time(t))
+        "[{}] {who}: {} ({} #{}){call}",
+        day(turn_time(t)),
+        t.content,
+        cited_session(session_id),
+        t.seq
     )
 }
 

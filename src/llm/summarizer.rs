@@ -180,13 +180,13 @@ impl ModelSummarizer {
         let Some(r) = previous else {
             return Ok((None, None));
         };
-        let state: ModelState = postcard::from_bytes(&r.state)
-            .map_err(|e| StateError(format!("model fold state cannot be decoded: {e}")))?;
+        let state: ModelState = postcard::from_bytes(&r.state).map_err(|e| {
+            StateError::Unreadable(format!("model fold state cannot be decoded: {e}"))
+        })?;
         let items = match state.items {
-            Some(j) => Some(
-                serde_json::from_str(&j)
-                    .map_err(|e| StateError(format!("model items cannot be decoded: {e}")))?,
-            ),
+            Some(j) => Some(serde_json::from_str(&j).map_err(|e| {
+                StateError::Unreadable(format!("model items cannot be decoded: {e}"))
+            })?),
             None => None,
         };
         let rules = FoldRecord {
@@ -202,8 +202,9 @@ impl ModelSummarizer {
         let items = items
             .map(serde_json::to_string)
             .transpose()
-            .map_err(|e| StateError(e.to_string()))?;
-        postcard::to_allocvec(&ModelState { rules, items }).map_err(|e| StateError(e.to_string()))
+            .map_err(|e| StateError::Unreadable(e.to_string()))?;
+        postcard::to_allocvec(&ModelState { rules, items })
+            .map_err(|e| StateError::Unreadable(e.to_string()))
     }
 
     /// The rules' fold, as this summarizer's state, labelled `why`.

@@ -94,6 +94,14 @@ pub fn plan_action_status(
     })
 }
 
+/// Whether an action of a stopped session is carried into later sessions'
+/// bundles: still open, and confidently a commitment or a request (the
+/// dialogue-act gate; a pure function of its words, so items stored before
+/// the gate are judged the same way).
+pub fn is_carried(a: &PendingAction) -> bool {
+    a.status != ActionStatus::Done && rules::is_listed(rules::Act::Action, &a.action)
+}
+
 /// Applies status overrides (from UpdatePendingAction) to actions.
 pub fn apply_overrides(actions: &mut [PendingAction], overrides: &BTreeMap<u64, ActionStatus>) {
     for a in actions.iter_mut() {
@@ -115,6 +123,7 @@ pub fn episode_of(
     actions.retain(|a| a.status != ActionStatus::Done);
     let carried = actions
         .iter()
+        .filter(|a| is_carried(a))
         .map(|a| CarriedAction {
             action_ref: ActionRef {
                 session_id: session.session_id.clone(),

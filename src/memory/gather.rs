@@ -138,6 +138,10 @@ impl Memory {
     }
 }
 
+/// Carried actions read per one kept, at most, so that weak items the
+/// gate drops do not leave the section empty.
+const CARRIED_SURPLUS: usize = 4;
+
 /// The subject's memory beyond this session.
 fn subject_memory(store: &dyn Store, session: &Session, budget: u32) -> Result<SubjectMemory> {
     let (ns, subject) = (&session.namespace, &session.subject_id);
@@ -148,8 +152,12 @@ fn subject_memory(store: &dyn Store, session: &Session, budget: u32) -> Result<S
     let budget = budget as usize;
     let items = budget / TOKENS_PER_ITEM_CONSIDERED;
     let max_carried = items.clamp(MIN_CARRIED, MAX_CARRIED);
-    let mut carried = store.carried_actions(ns, subject, max_carried + 1)?;
-    carried.retain(|c| !mine(&c.action_ref.session_id));
+    // Stored carried actions are judged again: summaries written before
+    // the dialogue-act gate (and model-written ones) listed talk that
+    // commits nobody, and a bundle must not spend its budget on it. Read
+    // a bounded surplus so that weak items do not crowd real ones out.
+    let mut carried = store.carried_actions(ns, subject, (max_carried + 1) * CARRIED_SURPLUS)?;
+    carried.retain(|c| !mine(&c.action_ref.session_id) && super::episodes::is_carried(&c.action));
     carried.truncate(max_carried);
     // Newest first from the store; the bundle lists them oldest first.
     let wanted = items.clamp(MIN_FACTS, MAX_FACTS);

@@ -65,6 +65,8 @@ pub fn is_rewound(session: &Session, covers_through_seq: u64) -> bool {
 
 /// Summarizes the turns of a session not yet covered (blocking).
 /// `force` ignores earlier refused attempts (a client asked explicitly).
+/// Three steps: read what the fold has not seen, fold and validate it,
+/// then store the summary (or the refusal) with its audit record.
 pub fn run(
     store: &dyn Store,
     summarizer: &dyn Summarizer,
@@ -75,12 +77,64 @@ pub fn run(
     wait_free: bool,
 ) -> Result<Attempt> {
     let session = store.get_session(ns, session_id)?;
+    let Some(new) = read_new_turns(store, summarizer, &session, trigger, force)? else {
+        return Ok(Attempt::Unchanged);
+    };
+    let ctx = SummaryContext {
+        namespace: ns.to_owned(),
+        context_limit_tokens: session.settings.context_limit_tokens,
+        bundle_tokens: 0,
+        trigger,
+        version: session.summary.version + 1,
+        now: now_nanos(),
+        high_risk: session.settings.risk_level == RiskLevel::High,
+        wait_free,
+    };
+    let checked = fold_and_validate(store, summarizer, &session, &new, &ctx)?;
+    let folded: Vec<Turn> = new.turns.into_values().collect();
+    let (write, summary, verdict) =
+        audited(store, summarizer, cfg, &session, new.fold, checked, &ctx)?;
+    let session = store.save_summary(ns, session_id, write)?;
+    Ok(match verdict {
+        Ok(()) => {
+            knowledge::after_summary(store, &session, &summary, &folded);
+            Attempt::Stored(Box::new(summary))
+        }
+        Err(errors) => {
+            // A refused final summary still leaves the latest stored one
+            // as the episode.
+            knowledge::settle_episode(store, ns, session_id);
+            Attempt::Refused(errors)
+        }
+    })
+}
+
+/// What the read step found: the stored fold to continue from, the fold
+/// record extended over the new turns (hash chain, tokens, last seq) and
+/// those turns.
+struct NewTurns {
+    base: Option<FoldRecord>,
+    fold: FoldRecord,
+    turns: BTreeMap<u64, Turn>,
+}
+
+/// Reads the turns the fold has not seen. `None` when there is nothing
+/// to fold (nothing new since the last summary or attempt, or every new
+/// turn was removed by retention); the episode is settled then.
+fn read_new_turns(
+    store: &dyn Store,
+    summarizer: &dyn Summarizer,
+    session: &Session,
+    trigger: Trigger,
+    force: bool,
+) -> Result<Option<NewTurns>> {
+    let (ns, session_id) = (session.namespace.as_str(), session.session_id.as_str());
     let last = session.next_seq - 1;
     let mut base = base_of(summarizer, store.fold_record(ns, session_id)?)?;
     // A fold over a turn removed since starts again from turn 1.
     let rewound = base
         .as_ref()
-        .is_some_and(|b| is_rewound(&session, b.through_seq));
+        .is_some_and(|b| is_rewound(session, b.through_seq));
     if rewound {
         base = None;
     }
@@ -93,14 +147,14 @@ pub fn run(
     if last <= attempted {
         // A session that stopped with nothing new still needs its episode.
         knowledge::settle_episode(store, ns, session_id);
-        return Ok(Attempt::Unchanged);
+        return Ok(None);
     }
     let mut fold = FoldRecord {
         summarizer: summarizer.name().to_owned(),
         format: summarizer.format(),
         ..base.clone().unwrap_or_default()
     };
-    let mut new_turns: BTreeMap<u64, Turn> = BTreeMap::new();
+    let mut turns: BTreeMap<u64, Turn> = BTreeMap::new();
     // Turns a retention policy removed are not there to fold.
     let gone = store.retention_mark(ns, session_id)?.turns_through_seq;
     let mut from = fold.through_seq.max(gone) + 1;
@@ -108,11 +162,11 @@ pub fn run(
         super::retention::nothing_left(
             store,
             (ns, session_id),
-            &session,
+            session,
             (fold.through_seq, gone),
             trigger,
         )?;
-        return Ok(Attempt::Unchanged);
+        return Ok(None);
     }
     while from <= last {
         let page = store.read_turns(ns, session_id, from, last, FOLD_PAGE)?;
@@ -124,20 +178,36 @@ pub fn run(
             fold.through_tokens += u64::from(t.token_count);
         }
         fold.through_seq = end;
-        new_turns.extend(page.into_iter().map(|t| (t.seq, t)));
+        turns.extend(page.into_iter().map(|t| (t.seq, t)));
         from = end + 1;
     }
-    let ctx = SummaryContext {
-        namespace: ns.to_owned(),
-        context_limit_tokens: session.settings.context_limit_tokens,
-        bundle_tokens: 0,
-        trigger,
-        version: session.summary.version + 1,
-        now: now_nanos(),
-        high_risk: session.settings.risk_level == RiskLevel::High,
-        wait_free,
-    };
-    let folded: Vec<Turn> = new_turns.values().cloned().collect();
+    Ok(Some(NewTurns { base, fold, turns }))
+}
+
+/// What the fold step produced: the summary the gate let through (or the
+/// last one it refused), its size, the verdict, the refused attempts and
+/// what was dropped from a rule-based summary to pass.
+struct Checked {
+    out: Folded,
+    post_tokens: u64,
+    verdict: std::result::Result<(), Vec<String>>,
+    refused_attempts: Vec<String>,
+    dropped: Option<validate::Dropped>,
+}
+
+/// Folds the new turns and validates the summary against the turns it
+/// cites: a refused summary is folded once more with the violations as a
+/// hint, then taken from the summarizer's fallback when it has one (a
+/// model does; the rules do not); a rule-based summary is never refused
+/// whole (what fails the check is dropped, the rest kept).
+fn fold_and_validate(
+    store: &dyn Store,
+    summarizer: &dyn Summarizer,
+    session: &Session,
+    new: &NewTurns,
+    ctx: &SummaryContext,
+) -> Result<Checked> {
+    let (ns, session_id) = (session.namespace.as_str(), session.session_id.as_str());
     let state_error = |e: crate::summarize::StateError| {
         if e.is_interrupted() {
             return Error::Unavailable(format!(
@@ -148,23 +218,21 @@ pub fn run(
             "summary fold state of session {ns}/{session_id}: {e}"
         ))
     };
-    let mut out = summarizer
-        .fold(base.as_ref(), &folded, &ctx)
-        .map_err(state_error)?;
-    // The gate: a summary that fails validation is folded once more with
-    // the violations as a hint, then taken from the summarizer's fallback,
-    // when it has them (a model does; the rules do not).
+    let base = new.base.as_ref();
+    let folded: Vec<Turn> = new.turns.values().cloned().collect();
+    let through = new.fold.through_seq;
+    let mut out = summarizer.fold(base, &folded, ctx).map_err(state_error)?;
     let mut refused_attempts: Vec<String> = Vec::new();
     let (mut out, mut post_tokens, mut verdict, cited) = loop {
-        let post_tokens = set_budget(&mut out.summary, &session);
-        let cited = cited_turns(store, ns, session_id, &out.summary, &new_turns)?;
-        let verdict = validate::validate(&out.summary, &cited, fold.through_seq);
+        let post_tokens = set_budget(&mut out.summary, session);
+        let cited = cited_turns(store, ns, session_id, &out.summary, &new.turns)?;
+        let verdict = validate::validate(&out.summary, &cited, through);
         let Err(errors) = &verdict else {
             break (out, post_tokens, verdict, cited);
         };
         let next = match refused_attempts.len() {
-            0 => summarizer.retry(base.as_ref(), &folded, &ctx, errors),
-            1 => summarizer.fallback(base.as_ref(), &folded, &ctx),
+            0 => summarizer.retry(base, &folded, ctx, errors),
+            1 => summarizer.fallback(base, &folded, ctx),
             _ => None,
         };
         let Some(next) = next else {
@@ -182,8 +250,6 @@ pub fn run(
         out = next.map_err(state_error)?;
         out.notes.splice(0..0, earlier);
     };
-    // A rule-based summary is never refused whole: what fails the check is
-    // dropped, said in the summary and the audit, and the rest is stored.
     // A model's summary that still fails here had no fallback to go to and
     // keeps the gate.
     let mut dropped: Option<validate::Dropped> = None;
@@ -195,7 +261,7 @@ pub fn run(
         });
     if let (Err(errors), true) = (&verdict, by_rules) {
         let mut pruned = out.summary.clone();
-        if let Ok(d) = validate::prune(&mut pruned, &cited, fold.through_seq, engine::prose) {
+        if let Ok(d) = validate::prune(&mut pruned, &cited, through, engine::prose) {
             tracing::warn!(
                 namespace = ns,
                 session_id,
@@ -204,48 +270,69 @@ pub fn run(
             );
             dropped = Some(d);
             out.summary = pruned;
-            post_tokens = set_budget(&mut out.summary, &session);
+            post_tokens = set_budget(&mut out.summary, session);
             verdict = Ok(());
         }
     }
+    Ok(Checked {
+        out,
+        post_tokens,
+        verdict,
+        refused_attempts,
+        dropped,
+    })
+}
+
+/// The audit record of an attempt and the write that stores it with the
+/// summary (or, refused, without one); also the summary and the verdict.
+#[allow(clippy::type_complexity)]
+fn audited(
+    store: &dyn Store,
+    summarizer: &dyn Summarizer,
+    cfg: &SummaryConfig,
+    session: &Session,
+    mut fold: FoldRecord,
+    checked: Checked,
+    ctx: &SummaryContext,
+) -> Result<(
+    SummaryWrite,
+    SessionSummary,
+    std::result::Result<(), Vec<String>>,
+)> {
+    let Checked {
+        out,
+        post_tokens,
+        verdict,
+        refused_attempts,
+        dropped,
+    } = checked;
     let Folded {
         state,
         summary,
         label,
         notes,
     } = out;
-    let label = label.unwrap_or_else(|| summarizer.label());
     fold.state = state;
-    let mut audit = AuditRecord {
-        audit_seq: 0,
-        kind: AuditKind::SummaryAttempt,
-        created_at: ctx.now,
-        summary_version: 0,
-        trigger: Some(trigger),
-        covers_through_seq: fold.through_seq,
-        pre_summary_tokens: fold.through_tokens,
-        post_summary_tokens: post_tokens,
-        compression_ratio: if post_tokens == 0 {
-            0.0
-        } else {
-            fold.through_tokens as f64 / post_tokens as f64
-        },
-        summarizer: label,
-        covered_turns_sha256: hex::encode(fold.chain_hash),
-        validation_passed: verdict.is_ok(),
-        validation_errors: verdict.clone().err().unwrap_or_default(),
-        decisions: summary.decisions.len() as u32,
-        pending_actions: summary.pending_actions.len() as u32,
-        open_questions: summary.open_questions.len() as u32,
-        health_flags: Vec::new(),
-        review_id: String::new(),
-        review_status: None,
-        reviewer: String::new(),
-        comment: String::new(),
+    let mut audit = AuditRecord::new(AuditKind::SummaryAttempt, ctx.now);
+    audit.trigger = Some(ctx.trigger);
+    audit.covers_through_seq = fold.through_seq;
+    audit.pre_summary_tokens = fold.through_tokens;
+    audit.post_summary_tokens = post_tokens;
+    audit.compression_ratio = if post_tokens == 0 {
+        0.0
+    } else {
+        fold.through_tokens as f64 / post_tokens as f64
     };
+    audit.summarizer = label.unwrap_or_else(|| summarizer.label());
+    audit.covered_turns_sha256 = hex::encode(fold.chain_hash);
+    audit.validation_passed = verdict.is_ok();
+    audit.validation_errors = verdict.clone().err().unwrap_or_default();
+    audit.decisions = summary.decisions.len() as u32;
+    audit.pending_actions = summary.pending_actions.len() as u32;
+    audit.open_questions = summary.open_questions.len() as u32;
     audit.health_flags = health_flags(
         store,
-        &session,
+        session,
         &summary,
         (audit.pre_summary_tokens, audit.compression_ratio),
         cfg,
@@ -262,42 +349,30 @@ pub fn run(
         ));
     }
     audit.health_flags.extend(notes);
-    let write = match verdict {
+    let write = match &verdict {
         Ok(()) => {
             audit.summary_version = summary.version;
-            let review = review_item(&session, &summary);
+            let review = review_item(session, &summary);
             SummaryWrite {
                 base_version: session.summary.version,
                 summary: Some(summary.clone()),
-                fold: Some(fold.clone()),
+                attempted_through_seq: fold.through_seq,
+                fold: Some(fold),
                 audit,
                 review,
-                attempted_through_seq: fold.through_seq,
             }
         }
-        Err(ref errors) => {
+        Err(errors) => {
             tracing::warn!(
-                namespace = ns,
-                session_id,
+                namespace = session.namespace.as_str(),
+                session_id = session.session_id.as_str(),
                 ?errors,
                 "summary refused by validation"
             );
             SummaryWrite::without_summary(session.summary.version, audit, fold.through_seq)
         }
     };
-    let session = store.save_summary(ns, session_id, write)?;
-    Ok(match verdict {
-        Ok(()) => {
-            knowledge::after_summary(store, &session, &summary, &folded);
-            Attempt::Stored(Box::new(summary))
-        }
-        Err(errors) => {
-            // A refused final summary still leaves the latest stored one
-            // as the episode.
-            knowledge::settle_episode(store, ns, session_id);
-            Attempt::Refused(errors)
-        }
-    })
+    Ok((write, summary, verdict))
 }
 
 /// Sets the summary's `budget_remaining_tokens` (until bundles exist,

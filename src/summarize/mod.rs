@@ -50,29 +50,35 @@ pub struct SummaryContext {
     pub wait_free: bool,
 }
 
-/// A stored fold state this summarizer cannot read (damaged, or written
-/// in a layout it does not know).
+/// Why a fold produced nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateError(pub String);
-
-const INTERRUPTED: &str = "interrupted: ";
+pub enum StateError {
+    /// A stored fold state this summarizer cannot read (damaged, or
+    /// written in a layout it does not know), or one it cannot write.
+    Unreadable(String),
+    /// The fold was given up because the summarizer was interrupted (the
+    /// daemon is stopping): not a damaged state, the work stays due.
+    Interrupted(String),
+}
 
 impl StateError {
-    /// A fold given up because the summarizer was interrupted (not a
-    /// damaged state: the work stays due).
+    /// A fold given up because the summarizer was interrupted.
     pub fn interrupted(why: &str) -> StateError {
-        StateError(format!("{INTERRUPTED}{why}"))
+        StateError::Interrupted(why.to_owned())
     }
 
-    /// Whether this is [`StateError::interrupted`].
+    /// Whether this is [`StateError::Interrupted`].
     pub fn is_interrupted(&self) -> bool {
-        self.0.starts_with(INTERRUPTED)
+        matches!(self, StateError::Interrupted(_))
     }
 }
 
 impl std::fmt::Display for StateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            StateError::Unreadable(why) => f.write_str(why),
+            StateError::Interrupted(why) => write!(f, "interrupted: {why}"),
+        }
     }
 }
 

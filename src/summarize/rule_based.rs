@@ -20,12 +20,13 @@ pub const FORMAT: u32 = 2;
 pub struct RuleBased;
 
 fn encode(state: &FoldState) -> Result<Vec<u8>, StateError> {
-    postcard::to_stdvec(state).map_err(|e| StateError(format!("cannot encode fold state: {e}")))
+    postcard::to_stdvec(state)
+        .map_err(|e| StateError::Unreadable(format!("cannot encode fold state: {e}")))
 }
 
 fn decode(bytes: &[u8]) -> Result<FoldState, StateError> {
     postcard::from_bytes(bytes)
-        .map_err(|e| StateError(format!("fold state cannot be decoded: {e}")))
+        .map_err(|e| StateError::Unreadable(format!("fold state cannot be decoded: {e}")))
 }
 
 impl Summarizer for RuleBased {

@@ -365,6 +365,7 @@ impl FoldState {
         if p.speaker == speaker
             || p.conv_index + 1 != self.conv_index
             || !rules::opens_with_assent(&texts)
+            || !rules::is_listed(rules::Act::Decision, &p.text)
         {
             return;
         }

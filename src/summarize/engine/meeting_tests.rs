@@ -131,7 +131,8 @@ const NOUNS: [&str; 13] = [
 
 #[test]
 fn a_long_meeting_shows_its_most_salient_items_and_counts_the_rest() {
-    // 30 vague commitments, then a decision and two named assignments:
+    // 30 commitments of little salience, then a decision and two named
+    // assignments:
     // about 5,000 words, so at most 13 items.
     let mut turns = Vec::new();
     let filler =
@@ -147,10 +148,7 @@ fn a_long_meeting_shows_its_most_salient_items_and_counts_the_rest() {
         turns.push(said(
             i * 2 + 2,
             "PERSON2",
-            &format!(
-                "So maybe we need to, uh, check the {} probably.",
-                w.join(" ")
-            ),
+            &format!("So we need to, uh, check the {} by Friday.", w.join(" ")),
         ));
     }
     turns.push(said(

@@ -248,6 +248,7 @@ impl FoldState {
                 .retain(|x| x.evidence_seqs.first() != Some(&q));
         }
         if let Some(tc) = &turn.tool_call {
+            self.drop_narrated_step(tc);
             self.fold_tool_call(turn.seq, tc);
         }
 
@@ -258,7 +259,11 @@ impl FoldState {
         // Tool output is machine text: it gives facts and artifacts, not
         // commitments or questions.
         let conversational = turn.tool_call.is_none() && turn.role != Role::Tool;
-        if conversational {
+        // A system turn instructs the agent (policy, tool descriptions): it
+        // is context, never the session's actions, decisions or questions,
+        // unless a client annotated it as one.
+        let instructs = turn.role == Role::System && annotation.is_none();
+        if conversational && !instructs {
             let proposal = self.proposal.take();
             match annotation {
                 Some(a) => self.fold_annotation(a, turn.seq, &speaker, text, time),
@@ -299,6 +304,46 @@ impl FoldState {
         }
         let topic_turn = topic_turn(turn.seq, conversational, &sentences);
         self.fold_topic(topic_turn);
+    }
+
+    /// "I will search for news about the iPhone 14." and then the search
+    /// call: the agent narrated the step it took, nothing stays to do. An
+    /// action of the turn just before a tool call, owned by that turn's
+    /// speaker, naming the tool or an argument, and promised to nobody
+    /// ("you") by no date, is dropped; "I'll check the payment log and get
+    /// back to you by Friday" stays (the call's success completes it).
+    fn drop_narrated_step(&mut self, tc: &ToolCall) {
+        let Some((seq, speaker)) = self.prev_conv.clone() else {
+            return;
+        };
+        let mut called = tool_words(&tc.tool_name);
+        for arg in json_strings(&tc.arguments_json) {
+            called.extend(rules::content_words(&arg));
+        }
+        let mut i = 0;
+        while i < self.actions.len() {
+            let a = &self.actions[i];
+            let to_someone = a
+                .action
+                .split(|c: char| !c.is_alphanumeric())
+                .any(|w| w.eq_ignore_ascii_case("you") || w.eq_ignore_ascii_case("your"));
+            let narrated = a.evidence_seqs.first() == Some(&seq)
+                && a.owner == speaker
+                && a.status == ActionStatus::Pending
+                && a.deadline.is_empty()
+                && !to_someone
+                && rules::content_words(&a.action)
+                    .iter()
+                    .any(|w| called.contains(w));
+            if narrated {
+                self.actions.remove(i);
+                if i < self.action_retries.len() {
+                    self.action_retries.remove(i);
+                }
+            } else {
+                i += 1;
+            }
+        }
     }
 
     // -- conversational turns ------------------------------------------------
@@ -380,7 +425,10 @@ impl FoldState {
             };
             if c.cues.reversal && !self.decisions.is_empty() {
                 self.fold_reversal(seq, speaker, decided, &c.content, next);
-            } else if !rules::is_noise(decided) && !rules::is_empty_decision(decided) {
+            } else if !rules::is_noise(decided)
+                && !rules::is_empty_decision(decided)
+                && rules::is_listed(rules::Act::Decision, decided)
+            {
                 self.add_decision(seq, speaker, decided, next, true);
             }
         }
@@ -417,6 +465,12 @@ impl FoldState {
                 } else {
                     clause
                 };
+                // Precision first: only checkable work is listed (judged
+                // on the item's own words, as a later reader re-judges a
+                // carried item).
+                if !rules::is_listed(rules::Act::Action, item_text) {
+                    continue;
+                }
                 let owner_seq = self.addressee_seq(&cue.owner, speaker);
                 let owner = self.owner_name(cue.owner, speaker);
                 let stated = in_turn.get_or_insert_with(|| rules::deadlines(text, time));
@@ -456,7 +510,10 @@ impl FoldState {
             if std::mem::take(&mut skip_next) {
                 continue;
             }
-            if c.cues.open_question && !rules::is_noise_question(c.text) {
+            if c.cues.open_question
+                && !rules::is_noise_question(c.text)
+                && rules::is_listed(rules::Act::Question, c.text)
+            {
                 // "Which systems does it talk to? Your EHR, payroll?": the
                 // second only spells out the first; they are one question.
                 let asked = match sentences.get(i + 1) {

@@ -12,6 +12,7 @@
 
 mod action_details;
 mod actions;
+mod acts;
 mod classify;
 mod completion;
 mod dates;
@@ -33,6 +34,7 @@ mod turns;
 
 pub use self::action_details::*;
 pub use self::actions::*;
+pub use self::acts::{confidence, is_listed, Act, LIST_CONFIDENCE};
 pub use self::classify::*;
 pub use self::completion::*;
 pub use self::dates::*;

@@ -1,0 +1,1116 @@
+//! The dialogue-act gate: how sure we are that a sentence the cue rules
+//! picked (an action, a decision, an open question) really is one, as a
+//! confidence in 0..=1. The cue rules find candidates; this gate decides
+//! whether a candidate is listed, so a summary says only what is true.
+//!
+//! Precision first. An item needs positive evidence of its act:
+//! - a **commitment**: a first-person future or intent ("I'll", "let me",
+//!   "I'm going to") followed by a verb of work and something to do it to;
+//! - a **request**: a work verb asked of the listener ("can you send…",
+//!   "please change…", "Ana, book…");
+//! - a **decision**: a settled plan or choice with concrete content;
+//! - an **open question**: an information question with substance, not a
+//!   social or rhetorical move.
+//!
+//! and loses confidence for what marks talk that commits nobody: hedges
+//! ("maybe", "someday"), aspirations and attitudes ("keep pushing", "never
+//! forget"), cheering ("Let's keep the good vibes rolling!"), social moves
+//! ("Take care!", "How about you?"). A time, an identifier or an amount, or
+//! a transactional verb (send, book, cancel, refund…), adds confidence:
+//! they are what someone can later check.
+//!
+//! Pure functions of the sentence, so a confidence is the same whenever it
+//! is computed: at fold time for the summary, and at read time for an item
+//! carried from an earlier session (`bundle` ranks and filters by it).
+
+use super::*;
+
+/// Least confidence for an item to be listed.
+pub const LIST_CONFIDENCE: f32 = 0.5;
+
+/// Verbs of concrete work: what someone can later check was done.
+const WORK_VERBS: &[&str] = &[
+    "add",
+    "answer",
+    "apply",
+    "approve",
+    "arrange",
+    "ask",
+    "assign",
+    "attach",
+    "book",
+    "bring",
+    "build",
+    "buy",
+    "call",
+    "cancel",
+    "change",
+    "charge",
+    "check",
+    "clean",
+    "close",
+    "collect",
+    "confirm",
+    "contact",
+    "cook",
+    "copy",
+    "create",
+    "deliver",
+    "deploy",
+    "design",
+    "draft",
+    "drive",
+    "drop",
+    "email",
+    "escalate",
+    "exchange",
+    "file",
+    "fill",
+    "finish",
+    "fix",
+    "follow",
+    "forward",
+    "get",
+    "give",
+    "grab",
+    "handle",
+    "help",
+    "install",
+    "invite",
+    "issue",
+    "join",
+    "look",
+    "mail",
+    "make",
+    "meet",
+    "message",
+    "move",
+    "open",
+    "order",
+    "organize",
+    "pay",
+    "pick",
+    "plan",
+    "post",
+    "prepare",
+    "print",
+    "process",
+    "publish",
+    "put",
+    "read",
+    "rebook",
+    "record",
+    "refund",
+    "register",
+    "remove",
+    "reply",
+    "report",
+    "request",
+    "reschedule",
+    "reserve",
+    "reset",
+    "restart",
+    "return",
+    "review",
+    "run",
+    "schedule",
+    "search",
+    "see",
+    "sell",
+    "send",
+    "set",
+    "share",
+    "ship",
+    "show",
+    "sign",
+    "submit",
+    "take",
+    "teach",
+    "tell",
+    "test",
+    "text",
+    "transfer",
+    "try",
+    "update",
+    "upgrade",
+    "upload",
+    "verify",
+    "visit",
+    "write",
+    "investigate",
+    "contact",
+    "provide",
+    "switch",
+    "renew",
+    "waive",
+    "credit",
+    "look",
+    "shoot",
+    "drop",
+    "come",
+    "go",
+    "start",
+    "do",
+    "put",
+    "pass",
+    "print",
+    "research",
+    "find",
+    "sort",
+    "compile",
+    "merge",
+    "rerun",
+    "retry",
+    "ping",
+    "notify",
+    "inform",
+    "remind",
+    "look",
+    "cover",
+    "pull",
+];
+
+/// Verbs whose completion can be checked outright: a commitment with one
+/// of them is concrete even without a date ("I'll refund the order").
+const TRANSACTIONAL: &[&str] = &[
+    "book",
+    "cancel",
+    "refund",
+    "send",
+    "email",
+    "call",
+    "order",
+    "pay",
+    "schedule",
+    "reserve",
+    "transfer",
+    "submit",
+    "ship",
+    "forward",
+    "escalate",
+    "confirm",
+    "rebook",
+    "reschedule",
+    "update",
+    "change",
+    "fix",
+    "deploy",
+    "file",
+    "upload",
+    "text",
+    "mail",
+    "deliver",
+    "install",
+    "restart",
+    "reset",
+    "process",
+    "issue",
+    "credit",
+    "waive",
+    "renew",
+    "check",
+    "review",
+    "share",
+    "bring",
+    "buy",
+    "invite",
+    "message",
+    "draft",
+    "write",
+    "prepare",
+    "investigate",
+    "research",
+    "compile",
+    "merge",
+    "rerun",
+    "retry",
+    "notify",
+    "remind",
+    "meet",
+];
+
+/// What follows an intent but is an attitude, a habit or a state, not work:
+/// "I'll keep pushing", "I'll never forget", "I'm gonna miss it".
+const NOT_WORK: &[&str] = &[
+    "be",
+    "keep",
+    "continue",
+    "stay",
+    "never",
+    "always",
+    "love",
+    "miss",
+    "enjoy",
+    "hope",
+    "remember",
+    "forget",
+    "think",
+    "feel",
+    "have",
+    "wish",
+    "need",
+    "want",
+    "like",
+    "cherish",
+    "treasure",
+    "believe",
+    "appreciate",
+    "admit",
+    "bet",
+    "guess",
+    "say",
+    "rock",
+    "chase",
+    "cheer",
+    "root",
+    "celebrate",
+    "smile",
+    "laugh",
+    "cry",
+    "relax",
+    "rest",
+    "chill",
+    "survive",
+    "live",
+    "grow",
+    "learn",
+    "improve",
+    "strive",
+    "push",
+    "hustle",
+    "grind",
+    "pray",
+    "dream",
+    "aim",
+    "prioritize",
+    "focus",
+    "embrace",
+    "follow",
+    "stick",
+    "hold",
+    "consider",
+    "recommend",
+    "suggest",
+    "know",
+    "prefer",
+    "care",
+    "mind",
+    "imagine",
+    "wonder",
+    "agree",
+];
+
+/// Intent markers of the speaker's own commitment, longest first.
+const INTENTS: &[&str] = &[
+    "i am going to",
+    "i'm going to",
+    "i am gonna",
+    "i'm gonna",
+    "we are going to",
+    "we're going to",
+    "we're gonna",
+    "i'm about to",
+    "i plan to",
+    "i'm planning to",
+    "i am planning to",
+    "i'll make sure to",
+    "i will make sure to",
+    "i'd be happy to",
+    "i'll",
+    "i will",
+    "i shall",
+    "we'll",
+    "we will",
+    "let me",
+    "i can",
+    "i need to",
+    "i have to",
+    "i must",
+];
+
+/// Words that hedge an intent into a maybe.
+const HEDGES: &[&str] = &[
+    "maybe",
+    "might",
+    "perhaps",
+    "probably",
+    "possibly",
+    "someday",
+    "some day",
+    "one day",
+    "eventually",
+    "hopefully",
+    "i think i'll",
+    "i guess",
+    "if i can",
+    "if possible",
+    "try to",
+    "sometime",
+    "at some point",
+    "one of these days",
+    "in the future",
+];
+
+/// Phrases of cheering, attitude and social talk: encouragement,
+/// aspirations, pleasantries. They commit nobody to checkable work.
+const SOCIAL: &[&str] = &[
+    "keep it up",
+    "keep going",
+    "keep pushing",
+    "keep up",
+    "keep moving",
+    "keep chasing",
+    "keep rocking",
+    "keep the",
+    "keep you posted",
+    "keep ya posted",
+    "keep you updated",
+    "keep in touch",
+    "keep that in mind",
+    "keep an eye",
+    "let you know",
+    "take care",
+    "good luck",
+    "have fun",
+    "enjoy",
+    "congrats",
+    "congratulations",
+    "proud of",
+    "good vibes",
+    "vibes",
+    "moving forward",
+    "move forward",
+    "do my best",
+    "do our best",
+    "give it a shot",
+    "give it a try",
+    "give it my all",
+    "go for it",
+    "hang in there",
+    "stay positive",
+    "stay strong",
+    "chat later",
+    "talk later",
+    "talk soon",
+    "catch up",
+    "catch you later",
+    "see you",
+    "see ya",
+    "hope all's good",
+    "hope all is well",
+    "hope you",
+    "all the best",
+    "sounds like fun",
+    "sounds fun",
+    "dreams",
+    "my goals",
+    "passion",
+    "never give up",
+    "let's do this",
+    "let's do it",
+    "let's go",
+    "let's hope",
+    "let's see",
+    "let's keep",
+    "let's make",
+    "let's stay",
+    "let's continue",
+    "let's celebrate",
+    "let's spread",
+    "let's cherish",
+    "let's not",
+    "let's just",
+    "let's rock",
+    "let's get it",
+    "let me tell you",
+    "let me think",
+    "let me guess",
+    "let me know",
+    "let me see",
+    "let me say",
+    "let me just say",
+    "talk to you",
+    "speak to you",
+    "take it easy",
+    "check it out",
+    "check them out",
+    "check that out",
+    "as soon as i can",
+];
+
+/// Questions that are social or rhetorical moves, not requests for
+/// information anyone owes an answer to.
+const SOCIAL_QUESTIONS: &[&str] = &[
+    "how are you",
+    "how about you",
+    "what about you",
+    "and you",
+    "how's it going",
+    "how is it going",
+    "how have you been",
+    "how's everything",
+    "how's life",
+    "what's up",
+    "whats up",
+    "what's new",
+    "how was your",
+    "how's your",
+    "how is your",
+    "how are things",
+    "you know",
+    "right",
+    "isn't it",
+    "aren't they",
+    "isn't that",
+    "don't you think",
+    "can you believe",
+    "can you imagine",
+    "who knows",
+    "why not",
+    "what more",
+    "how cool",
+    "how awesome",
+    "how amazing",
+    "how fun",
+    "how sweet",
+    "how nice",
+    "wouldn't it",
+    "you think",
+    "ya know",
+    "have you ever",
+    "did you have fun",
+    "did you enjoy",
+    "what do you think",
+    "any plans",
+    "anything fun",
+    "anything exciting",
+    "any tips",
+    "what's the secret",
+    "what inspired",
+    "what made you",
+    "how did you feel",
+    "how does it feel",
+    "how did it feel",
+    "what's it like",
+    "what was it like",
+    "how did that make you feel",
+    "what's your favorite",
+    "what is your favorite",
+    "what are your favorite",
+    "do you have any favorite",
+    "any favorite",
+    "remember when",
+    "remember that",
+    "anything else",
+    "is there anything",
+    "can i help",
+    "how can i help",
+    "how may i help",
+    "need anything",
+    "sound good",
+    "sounds good",
+    "ok",
+    "okay",
+    "hear me",
+];
+
+/// Marks of a habit or a general rule: what someone does when, not what
+/// they will do ("When I feel stressed, I'll go to a spa").
+const HABITS: &[&str] = &[
+    "when i",
+    "whenever",
+    "every time",
+    "usually",
+    "sometimes",
+    "always",
+    "often",
+    "every day",
+    "every week",
+    "in the odd time",
+];
+
+/// Verbs of what is done on the spot, in the turn itself ("let me show
+/// you", "I'll tell you"): nothing stays to do.
+const ON_THE_SPOT: &[&str] = &["show", "tell", "explain", "describe", "share", "send"];
+
+/// Time words that date a plan: what makes it checkable.
+const TIME_WORDS: &[&str] = &[
+    "today",
+    "tonight",
+    "tomorrow",
+    "tmrw",
+    "tmr",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "weekend",
+    "next week",
+    "this week",
+    "next month",
+    "this morning",
+    "this afternoon",
+    "this evening",
+    "later today",
+    "in an hour",
+    "in a few",
+    "by the end",
+    "end of day",
+    "eod",
+    "asap",
+    "right away",
+    "right now",
+    "a.m.",
+    "p.m.",
+    "am",
+    "pm",
+    "o'clock",
+    "noon",
+];
+
+/// Words too vague to be the thing an action is done to.
+const VAGUE: &[&str] = &[
+    "it",
+    "that",
+    "this",
+    "things",
+    "stuff",
+    "something",
+    "anything",
+    "everything",
+    "more",
+    "best",
+    "all",
+    "them",
+    "so",
+    "too",
+    "again",
+    "up",
+    "out",
+    "well",
+    "lot",
+    "lots",
+    "sure",
+];
+
+/// What kind of act a candidate item claims to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    /// A pending action: a commitment or a request.
+    Action,
+    /// A decision.
+    Decision,
+    /// An open question.
+    Question,
+}
+
+/// Confidence in 0..=1 that `sentence` is the act `act` claims.
+pub fn confidence(act: Act, sentence: &str) -> f32 {
+    let cleaned = strip_markers(sentence);
+    let n = Norm::new(&cleaned);
+    if n.words.is_empty() {
+        return 0.0;
+    }
+    let score = match act {
+        Act::Action => action_score(&cleaned, &n),
+        Act::Decision => decision_score(&cleaned, &n),
+        Act::Question => question_score(&cleaned, &n),
+    };
+    score.clamp(0.0, 1.0)
+}
+
+/// Whether `sentence` passes the gate for `act`.
+pub fn is_listed(act: Act, sentence: &str) -> bool {
+    confidence(act, sentence) >= LIST_CONFIDENCE
+}
+
+fn has_word(list: &[&str], w: &str) -> bool {
+    list.contains(&w)
+}
+
+/// Whether a time or a checkable entity (identifier, amount, date) occurs.
+fn is_dated(text: &str, n: &Norm) -> bool {
+    n.has_any(TIME_WORDS)
+        || has_fact_entity(text)
+        || n.words
+            .iter()
+            .any(|w| w.chars().any(|c| c.is_ascii_digit()) && w.chars().count() <= 8)
+}
+
+/// Adverbs that may stand between an intent and its verb ("I'll
+/// definitely send…", "let me just check…").
+const INTENT_ADVERBS: &[&str] = &[
+    "definitely",
+    "totally",
+    "surely",
+    "certainly",
+    "def",
+    "gladly",
+    "happily",
+    "quickly",
+    "personally",
+    "also",
+    "still",
+    "just",
+    "first",
+    "then",
+    "now",
+    "really",
+    "actually",
+    "absolutely",
+    "immediately",
+    "right",
+    "soon",
+];
+
+/// The first word after `at` that is not an adverb of the intent; "go
+/// ahead and" is skipped ("I'll go ahead and cancel it").
+fn verb_after(n: &Norm, at: usize) -> Option<(usize, &str)> {
+    let mut i = at;
+    while let Some(w) = n.words.get(i) {
+        let w = w.as_str();
+        if FUTURE_ADVERBS.contains(&w) || INTENT_ADVERBS.contains(&w) {
+            i += 1;
+        } else if w == "go" && n.words.get(i + 1).is_some_and(|x| x == "ahead") {
+            i += 2;
+            if n.words.get(i).is_some_and(|x| x == "and") {
+                i += 1;
+            }
+        } else {
+            return Some((i, w));
+        }
+    }
+    None
+}
+
+/// Content words after position `at` that are something to act on.
+fn objects_after(n: &Norm, at: usize) -> usize {
+    n.words[at.min(n.words.len())..]
+        .iter()
+        .filter(|w| !is_stopword(w) && !has_word(VAGUE, w) && w.chars().count() >= 3)
+        .count()
+}
+
+/// Content words before position `at`.
+fn objects_before(n: &Norm, at: usize) -> usize {
+    n.words[..at.min(n.words.len())]
+        .iter()
+        .filter(|w| !is_stopword(w) && !has_word(VAGUE, w) && w.chars().count() >= 3)
+        .count()
+}
+
+/// Marks of talk that commits nobody: cheering, hedges, exclamation-only.
+fn social_penalty(text: &str, n: &Norm) -> f32 {
+    let mut p = 0.0;
+    if n.has_any(SOCIAL) {
+        p += 0.45;
+    }
+    if n.has_any(HEDGES) {
+        p += 0.3;
+    }
+    let exclaims = text.trim_end().ends_with('!');
+    if exclaims && !is_dated(text, n) {
+        p += 0.15;
+    }
+    p
+}
+
+/// "If you need anything, I'll…": work promised on a condition.
+fn conditional_penalty(n: &Norm) -> f32 {
+    if n.has_any(&["if", "unless", "whenever", "in case"]) {
+        0.15
+    } else {
+        0.0
+    }
+}
+
+fn action_score(text: &str, n: &Norm) -> f32 {
+    if let Some(s) = request_score(text, n) {
+        return s;
+    }
+    if is_question_norm(text, n) {
+        return 0.0;
+    }
+    // "Alice will send…", "Ana to draft…": a named participant's work is
+    // judged by the verb the cue rules found; here, by its content.
+    let Some(at) = INTENTS
+        .iter()
+        .filter_map(|i| n.find(i).map(|p| (p, i.split(' ').count())))
+        .min_by_key(|&(p, _)| p)
+    else {
+        return third_person_score(text, n);
+    };
+    let (pos, len) = at;
+    let Some((vat, verb)) = verb_after(n, pos + len) else {
+        return 0.0;
+    };
+    // "the church I am going to this morning": "going to" a place.
+    if has_word(NOT_WORK, verb) || is_stopword(verb) {
+        return 0.1;
+    }
+    // A verb of work we know, or any other verb (the lists cannot name
+    // every trade's work: "I'll rotate the keys").
+    let mut s: f32 = if has_word(WORK_VERBS, verb) { 0.5 } else { 0.4 };
+    if has_word(TRANSACTIONAL, verb) {
+        s += 0.15;
+    }
+    // What the work is done to: after the verb ("send the photos"), or
+    // named before the intent ("Off-by-one in the loop. I'll fix it.").
+    if objects_after(n, vat + 1) > 0 {
+        s += 0.1;
+    } else if objects_before(n, pos) == 0 {
+        s -= 0.25;
+    }
+    if is_dated(text, n) {
+        s += 0.2;
+    }
+    let intent = n.words[pos..pos + len].join(" ");
+    // "I have to write a contract for the project": an obligation told,
+    // not work promised to the listener; it takes a date to be a plan.
+    if matches!(intent.as_str(), "i need to" | "i have to" | "i must") {
+        s -= 0.3;
+    }
+    // "Let me check…" is mostly done at once; "let me send you my
+    // favourite one!" and "I'll show you" are done in the turn itself.
+    if intent == "let me" {
+        s -= 0.15;
+    }
+    let to_you = n.words.get(vat + 1).is_some_and(|w| w == "you");
+    if has_word(ON_THE_SPOT, verb) && (to_you || intent == "let me") && !is_dated(text, n) {
+        s -= 0.3;
+    }
+    // "I will now retrieve the address": the step being taken.
+    if n.words[pos..vat].iter().any(|w| w == "now") || n.has("right now") {
+        s -= 0.3;
+    }
+    // "I'll try using the search function": a tool about to be called.
+    if n.has_any(&["function", "tool", "api", "endpoint"]) && !is_dated(text, n) {
+        s -= 0.3;
+    }
+    // "I can" offers in support ("I can rebook you on…"), but in chat it
+    // mostly states an ability ("I can relate").
+    if n.words.get(pos).is_some_and(|w| w == "i")
+        && n.words.get(pos + 1).is_some_and(|w| w == "can")
+        && !n.has("for you")
+    {
+        s -= 0.2;
+    }
+    s - social_penalty(text, n) - conditional_penalty(n) - habit_penalty(n)
+}
+
+/// "When I feel stressed I'll go to a spa": a habit, not a plan.
+fn habit_penalty(n: &Norm) -> f32 {
+    if n.has_any(HABITS) {
+        0.3
+    } else {
+        0.0
+    }
+}
+
+/// "Ana will send the deck by Friday": a third-person subject the cue rules
+/// matched. Concrete only with a work verb and an object or a date.
+fn third_person_score(text: &str, n: &Norm) -> f32 {
+    let Some(pos) = n.find_any(&["will", "to", "needs to", "should", "must", "is going to"]) else {
+        return 0.0;
+    };
+    let Some((vat, verb)) = verb_after(n, pos + 1) else {
+        return 0.0;
+    };
+    if has_word(NOT_WORK, verb) || is_stopword(verb) {
+        return 0.2;
+    }
+    // "you should consider…" advises; "he still needs to set the
+    // boundary" is about someone outside the conversation.
+    let subject = pos
+        .checked_sub(1)
+        .and_then(|i| n.words.get(i))
+        .map_or("", String::as_str);
+    let subject = if matches!(subject, "still" | "also" | "really" | "just") {
+        pos.checked_sub(2)
+            .and_then(|i| n.words.get(i))
+            .map_or("", String::as_str)
+    } else {
+        subject
+    };
+    if matches!(
+        subject,
+        "he" | "she" | "they" | "it" | "one" | "someone" | "people"
+    ) {
+        return 0.2;
+    }
+    let mut s: f32 = if has_word(WORK_VERBS, verb) {
+        0.45
+    } else {
+        0.4
+    };
+    // "You should send the exports by Friday" directs; "you should try
+    // it" advises: the listener's work needs more to be a request.
+    if subject == "you" {
+        s -= 0.1;
+    }
+    if has_word(TRANSACTIONAL, verb) {
+        s += 0.15;
+    }
+    if objects_after(n, vat + 1) > 0 {
+        s += 0.1;
+    }
+    if is_dated(text, n) {
+        s += 0.15;
+    }
+    s - social_penalty(text, n) - conditional_penalty(n) - habit_penalty(n)
+}
+
+/// A request's confidence, or `None` when the sentence asks nothing.
+fn request_score(text: &str, n: &Norm) -> Option<f32> {
+    request(text, n)?;
+    // The verb asked for: after "can you", "please", a vocative.
+    let at = n
+        .find_any(&["can you", "could you", "would you", "will you", "can u"])
+        .map(|p| p + 2)
+        .or_else(|| n.find("please").map(|p| p + 1))
+        .unwrap_or(0);
+    let verb = verb_after(n, at).map_or("", |(_, v)| v);
+    if has_word(NOT_WORK, verb) || n.has_any(SOCIAL_QUESTIONS) && !has_word(TRANSACTIONAL, verb) {
+        return Some(0.1);
+    }
+    let mut s: f32 = if has_word(WORK_VERBS, verb) {
+        0.55
+    } else {
+        0.45
+    };
+    if has_word(TRANSACTIONAL, verb) {
+        s += 0.15;
+    }
+    if objects_after(n, at + 1) > 0 {
+        s += 0.1;
+    } else {
+        s -= 0.2;
+    }
+    if is_dated(text, n) {
+        s += 0.1;
+    }
+    Some(s - social_penalty(text, n))
+}
+
+fn decision_score(text: &str, n: &Norm) -> f32 {
+    if is_question_norm(text, n) {
+        return 0.0;
+    }
+    // "Let's keep…", "let's hope…": the verb after "let's" is an
+    // attitude, not a plan.
+    if let Some(at) = n.find("let's") {
+        if verb_after(n, at + 1).is_some_and(|(_, v)| has_word(NOT_WORK, v) || v == "see") {
+            return 0.1;
+        }
+    }
+    let content = objects_after(n, 0);
+    // The cue rules found a decision; the gate asks that it settle
+    // something concrete.
+    let mut s: f32 = if n.has_any(&[
+        "we decided",
+        "we've decided",
+        "we have decided",
+        "decided to",
+        "we agreed",
+        "agreed to",
+        "we'll go with",
+        "we will go with",
+        "go with",
+        "going with",
+        "settled on",
+        "we chose",
+        "i'll take",
+        "i will take",
+        "go ahead",
+        "proceed",
+        "let's meet",
+        "let's book",
+        "let's schedule",
+        "let's use",
+        "let's pick",
+        "let's choose",
+        "let's do",
+        "let's go with",
+        "let's plan",
+        "let's set",
+        "the plan is",
+        "final decision",
+        "decision is",
+    ]) {
+        0.65
+    } else {
+        0.55
+    };
+    if content >= 2 {
+        s += 0.1;
+    } else {
+        s -= 0.2;
+    }
+    if is_dated(text, n) {
+        s += 0.1;
+    }
+    // "This year I decided to make a wreath": one person's past choice
+    // told, not a plan the participants settle.
+    if n.has_any(&["i decided", "i've decided", "i had decided"]) {
+        s -= 0.15;
+    }
+    s - social_penalty(text, n) - habit_penalty(n)
+}
+
+fn question_score(text: &str, n: &Norm) -> f32 {
+    if !is_question_norm(text, n) {
+        return 0.0;
+    }
+    if n.has_any(SOCIAL_QUESTIONS) {
+        return 0.1;
+    }
+    let mut s: f32 = match objects_after(n, 0) {
+        0 => 0.0,
+        1 => 0.3,
+        2 => 0.5,
+        _ => 0.6,
+    };
+    // A tag question ("…, right?", "…, huh?") confirms, it does not ask.
+    let last = n.words.last().map_or("", String::as_str);
+    if matches!(
+        last,
+        "right" | "huh" | "eh" | "no" | "yeah" | "yes" | "ok" | "okay"
+    ) {
+        s -= 0.4;
+    }
+    if text.contains('!') {
+        s -= 0.2;
+    }
+    // "Maybe a low energy?": a guess offered, not a question owed an answer.
+    if n.has_any(HEDGES) {
+        s -= 0.3;
+    }
+    if is_dated(text, n) {
+        s += 0.1;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(act: Act, s: &str) -> bool {
+        is_listed(act, s)
+    }
+
+    #[test]
+    fn commitments_are_checkable_work_not_aspirations() {
+        for s in [
+            "I'll send you the photos tomorrow.",
+            "I will cancel reservation ABC123 and refund your card.",
+            "Let me check the payment log for ORD-9921.",
+            "I'm going to book the table for Saturday.",
+            "I'll email the deck to Ana by Friday.",
+        ] {
+            assert!(
+                listed(Act::Action, s),
+                "{s}: {}",
+                confidence(Act::Action, s)
+            );
+        }
+        for s in [
+            "I'm gonna keep chasing after those dreams.",
+            "I'll keep ya posted.",
+            "I'll never forget that trip!",
+            "I'll keep pushing forward!",
+            "I'll do my best!",
+            "Woohoo, congrats James!",
+            "Mmm, looks yummy!",
+            "Sorry it took me so long to get back to you.",
+            "I can relate to that.",
+            "I'll definitely be more careful next time.",
+            "Maybe someday I'll visit Japan.",
+        ] {
+            assert!(
+                !listed(Act::Action, s),
+                "{s}: {}",
+                confidence(Act::Action, s)
+            );
+        }
+    }
+
+    #[test]
+    fn requests_ask_for_work_not_social_moves() {
+        for s in [
+            "Can you send me the recipe?",
+            "Please change my flight to the 20th.",
+            "Could you forward the invoice to billing?",
+        ] {
+            assert!(
+                listed(Act::Action, s),
+                "{s}: {}",
+                confidence(Act::Action, s)
+            );
+        }
+        for s in ["Can you believe it?", "Keep it up!", "Take care!"] {
+            assert!(
+                !listed(Act::Action, s),
+                "{s}: {}",
+                confidence(Act::Action, s)
+            );
+        }
+    }
+
+    #[test]
+    fn decisions_settle_something_cheers_do_not() {
+        for s in [
+            "Let's meet at the park on Saturday at 10.",
+            "We decided to use PostgreSQL for the ledger.",
+            "Yes, go ahead with the economy option.",
+        ] {
+            assert!(
+                listed(Act::Decision, s),
+                "{s}: {}",
+                confidence(Act::Decision, s)
+            );
+        }
+        for s in [
+            "Let's keep movin' forward!",
+            "Let's keep the good vibes rolling!",
+            "Let's do this!",
+            "Let's hope for the best.",
+        ] {
+            assert!(
+                !listed(Act::Decision, s),
+                "{s}: {}",
+                confidence(Act::Decision, s)
+            );
+        }
+    }
+
+    #[test]
+    fn open_questions_ask_for_information() {
+        for s in [
+            "Which refund method did the customer choose?",
+            "When does the new billing cycle start?",
+        ] {
+            assert!(
+                listed(Act::Question, s),
+                "{s}: {}",
+                confidence(Act::Question, s)
+            );
+        }
+        for s in [
+            "We all need a push sometimes, right?",
+            "How about you?",
+            "How's it going?",
+            "Can you believe it?",
+            "Isn't that amazing?",
+        ] {
+            assert!(
+                !listed(Act::Question, s),
+                "{s}: {}",
+                confidence(Act::Question, s)
+            );
+        }
+    }
+}
