@@ -40,6 +40,9 @@ const MAX_EPISODES: usize = 20;
 /// Tokens a transcript line costs beyond its turn's text, about (the
 /// speaker's name and a colon).
 const TRANSCRIPT_TURN_COST: u64 = 6;
+/// Most of the budget a whole transcript may take when the request has a
+/// query: the rest is for what is retrieved.
+const TRANSCRIPT_SHARE_WITH_QUERY: f64 = 0.5;
 /// Tokens of a transcript's one-line header, about.
 const TRANSCRIPT_HEADER_COST: u64 = 40;
 
@@ -307,7 +310,15 @@ pub(super) fn gather(
     });
     let whole =
         session.total_tokens + as_of * TRANSCRIPT_TURN_COST + TRANSCRIPT_HEADER_COST + open_items;
-    let transcript = gone == 0 && same_encoding && as_of > 0 && whole <= budget;
+    // A request with a query asks for memory beyond this session: the
+    // transcript is given whole only when it leaves the retrieved memory
+    // its room (else the log from the last fold, which the packer cuts).
+    let room = if req.skip_recall || req.query.trim().is_empty() {
+        budget
+    } else {
+        (budget as f64 * TRANSCRIPT_SHARE_WITH_QUERY) as u64
+    };
+    let transcript = gone == 0 && same_encoding && as_of > 0 && whole <= room;
     let from = if transcript {
         1
     } else {

@@ -76,7 +76,10 @@ impl FoldState {
     pub(super) fn note_intent(&mut self, seq: u64, sentences: &[Classified<'_>]) {
         let mut best: Option<&Classified<'_>> = None;
         for c in sentences {
-            if matches!(c.kind, TurnKind::Greeting | TurnKind::SmallTalk) || c.cues.filler {
+            if matches!(c.kind, TurnKind::Greeting | TurnKind::SmallTalk)
+                || c.cues.filler
+                || rules::is_cheer(c.text)
+            {
                 continue;
             }
             if best.is_none_or(|b| c.importance > b.importance) {

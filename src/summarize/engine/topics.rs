@@ -109,8 +109,12 @@ impl OpenTopic {
     pub(super) fn label(&self) -> String {
         let mut ranked: Vec<&WordStat> = self.vocabulary.values().collect();
         ranked.sort_by(|a, b| b.count.cmp(&a.count).then(a.first.cmp(&b.first)));
+        // A topic is a content phrase the participants discussed, never
+        // a filler, an interjection or a number word ("buttons, twelve,
+        // hmm"; "keep, woohoo, congrats").
         let top: Vec<&str> = ranked
             .iter()
+            .filter(|w| rules::is_topic_word(&w.surface.to_lowercase()))
             .take(TOPIC_LABEL_WORDS)
             .map(|w| w.surface.as_str())
             .collect();

@@ -368,7 +368,6 @@ const SOCIAL: &[&str] = &[
     "keep in touch",
     "keep that in mind",
     "keep an eye",
-    "let you know",
     "take care",
     "good luck",
     "have fun",
@@ -517,7 +516,6 @@ const SOCIAL_QUESTIONS: &[&str] = &[
 /// Marks of a habit or a general rule: what someone does when, not what
 /// they will do ("When I feel stressed, I'll go to a spa").
 const HABITS: &[&str] = &[
-    "when i",
     "whenever",
     "every time",
     "usually",
@@ -595,6 +593,39 @@ const VAGUE: &[&str] = &[
     "lots",
     "sure",
 ];
+
+/// Interjections of chat: cheering and reactions, no content.
+const INTERJECTIONS: &[&str] = &[
+    "woohoo", "woo", "yay", "yess", "wow", "congrats", "congratulations", "omg", "haha", "hahaha",
+    "lol", "lmao", "aww", "awww", "yum", "yummy", "mmm", "hooray", "whoa", "ooh", "dang", "damn",
+    "cheers", "xd",
+];
+
+/// Whether a sentence cheers or reacts and says nothing checkable: an
+/// exclamation with an interjection or a social phrase and no date,
+/// amount or identifier ("Woohoo, congrats James!", "Wow, looks
+/// awesome!").
+pub fn is_cheer(sentence: &str) -> bool {
+    let cleaned = strip_markers(sentence);
+    let n = Norm::new(&cleaned);
+    let exclaims = cleaned.trim_end().ends_with('!');
+    exclaims
+        && !is_dated(&cleaned, &n)
+        && (n.words.iter().any(|w| has_word(INTERJECTIONS, w)) || n.has_any(SOCIAL))
+}
+
+/// Whether a word can name what a conversation was about: not a filler,
+/// an interjection, a number word or a verb of attitude ("keep").
+pub fn is_topic_word(lower: &str) -> bool {
+    lower.chars().count() >= 3
+        && !is_stopword(lower)
+        && !is_empty_word(lower)
+        && !is_number_word(lower)
+        && !is_adverb(lower)
+        && !has_word(INTERJECTIONS, lower)
+        && !has_word(NOT_WORK, lower)
+        && !has_word(VAGUE, lower)
+}
 
 /// What kind of act a candidate item claims to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -750,6 +781,16 @@ fn action_score(text: &str, n: &Norm) -> f32 {
     // "the church I am going to this morning": "going to" a place.
     if has_word(NOT_WORK, verb) || is_stopword(verb) {
         return 0.1;
+    }
+    // "I'll let you know how it turns out when I make it" promises a
+    // report on something named; a bare "I'll let you know" does not.
+    if verb == "let" && n.words.get(vat + 1..vat + 3).is_some_and(|w| w == ["you", "know"]) {
+        let about = n.words.get(vat + 3).map_or("", String::as_str);
+        let named = matches!(about, "how" | "if" | "whether" | "what" | "when" | "once")
+            && objects_after(n, vat + 4) >= 2;
+        if !(named || is_dated(text, n)) {
+            return 0.1;
+        }
     }
     // A verb of work we know, or any other verb (the lists cannot name
     // every trade's work: "I'll rotate the keys").

@@ -34,7 +34,7 @@ mod turns;
 
 pub use self::action_details::*;
 pub use self::actions::*;
-pub use self::acts::{confidence, is_listed, Act, LIST_CONFIDENCE};
+pub use self::acts::{confidence, is_cheer, is_listed, is_topic_word, Act, LIST_CONFIDENCE};
 pub use self::classify::*;
 pub use self::completion::*;
 pub use self::dates::*;
