@@ -232,13 +232,14 @@ fn an_embedded_mcp_server_lists_its_tools_remembers_and_keeps_memory_across_rest
 fn the_default_data_directory_is_the_per_user_data_home() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("data-home");
-    let mcp = Mcp::start(
+    let mut mcp = Mcp::start(
         &["--namespace", "agents", "--embedded"],
         &[("XDG_DATA_HOME", &home)],
     );
     let said = mcp.first_stderr_line();
     let expected = home.join("mnemo");
     assert!(said.contains(expected.to_str().unwrap()), "stderr: {said}");
+    mcp.initialize();
     mcp.close();
     assert!(
         expected.join("db").exists(),

@@ -412,7 +412,7 @@ impl Drop for SledEngine {
 /// released), so a second opener's error can say who holds it.
 pub const HOLDER_FILE: &str = "mnemo.pid";
 
-/// "pid 1234 (`mnemo mcp`)": the process id and the program with its
+/// "pid 1234, mnemo mcp": the process id and the program with its
 /// subcommand, never further arguments (they may carry keys).
 fn holder_line() -> String {
     let mut args = std::env::args_os();
@@ -429,7 +429,7 @@ fn holder_line() -> String {
         Some(sub) => format!("{program} {}", sub.to_string_lossy()),
         None => program,
     };
-    format!("pid {} (`{command}`)\n", std::process::id())
+    format!("pid {}, {command}\n", std::process::id())
 }
 
 impl Read for SledEngine {
