@@ -316,7 +316,11 @@ impl SledEngine {
                 let msg = e.to_string();
                 if msg.contains("lock") {
                     let holder = match std::fs::read_to_string(dir.join(HOLDER_FILE)) {
-                        Ok(h) if !h.trim().is_empty() => format!("held by {}", h.trim()),
+                        // One line of ours; bounded in case the file is not.
+                        Ok(h) if !h.trim().is_empty() => {
+                            let line = h.lines().next().unwrap_or_default();
+                            format!("held by {}", line.chars().take(200).collect::<String>())
+                        }
                         _ => "is another mnemo running?".to_owned(),
                     };
                     Error::Storage(format!(
