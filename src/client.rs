@@ -111,14 +111,7 @@ impl tonic::service::Interceptor for BearerKey {
 
 /// Connects to the daemon `options` names. Errors are one line for a person.
 pub async fn connect(options: &ClientOptions) -> Result<MemoryClient, String> {
-    let key = match &options.api_key {
-        Some(k) => Some(
-            format!("Bearer {}", k.trim())
-                .parse::<AsciiMetadataValue>()
-                .map_err(|_| "the API key has characters that cannot be sent".to_string())?,
-        ),
-        None => None,
-    };
+    let key = bearer(options.api_key.as_deref())?;
     let mut endpoint = Endpoint::from_shared(options.addr.clone())
         .map_err(|e| format!("invalid address {:?}: {e}", options.addr))?
         .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(10)))
@@ -147,10 +140,27 @@ pub async fn connect(options: &ClientOptions) -> Result<MemoryClient, String> {
         .connect()
         .await
         .map_err(|e| format!("cannot connect to {}: {}", options.addr, chain(&e)))?;
-    Ok(MemoryServiceClient::with_interceptor(
-        CarryToken::new(channel),
-        BearerKey(key),
-    ))
+    Ok(over(channel, key))
+}
+
+/// A client over an already connected `channel` (the in-process one of
+/// `mnemo mcp --embedded`), sending `api_key` when set.
+pub fn with_channel(channel: Channel, api_key: Option<&str>) -> Result<MemoryClient, String> {
+    Ok(over(channel, bearer(api_key)?))
+}
+
+fn over(channel: Channel, key: Option<AsciiMetadataValue>) -> MemoryClient {
+    MemoryServiceClient::with_interceptor(CarryToken::new(channel), BearerKey(key))
+}
+
+fn bearer(api_key: Option<&str>) -> Result<Option<AsciiMetadataValue>, String> {
+    api_key
+        .map(|k| {
+            format!("Bearer {}", k.trim())
+                .parse::<AsciiMetadataValue>()
+                .map_err(|_| "the API key has characters that cannot be sent".to_string())
+        })
+        .transpose()
 }
 
 /// An error and its causes on one line (tonic's top-level message alone

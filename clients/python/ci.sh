@@ -25,11 +25,12 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 
-# What the installed package was built from: its sources, the protos and
-# the interpreter.
+# What the installed package was built from: its sources, the protos, the
+# version (Cargo.toml's) and the interpreter.
 fingerprint="$(
     {
         "$VENV/bin/python" --version
+        grep -m1 '^version' Cargo.toml
         find clients/python proto -type f \
             \( -name '*.py' -o -name '*.toml' -o -name '*.proto' \) \
             -not -path 'clients/python/tests/*' -not -path 'clients/python/build/*' \

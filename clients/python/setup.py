@@ -9,8 +9,10 @@ generated code lives entirely inside ``mnemo_client`` and cannot clash with
 anything else installed. The proto file names registered in protobuf's
 descriptor pool stay ``mnemo/v1/*.proto``, as the server's reflection has them.
 
-Everything else (name, version, packages) is in pyproject.toml; this file only
-adds the code generation and the runtime requirements that depend on it.
+The version is the mnemo crate's (``Cargo.toml``), so the client, the daemon's
+wheel and ``mnemo --version`` come from one source. Everything else (name,
+packages) is in pyproject.toml; this file only adds the code generation, the
+version and the runtime requirements that depend on the build.
 """
 
 from __future__ import annotations
@@ -45,6 +47,20 @@ def proto_root() -> Path:
         "mnemo-client: cannot find proto/mnemo/v1/*.proto (looked in MNEMO_PROTO_DIR, "
         f"{HERE / 'proto'} and {HERE.parent.parent / 'proto'}); build from the mnemo repository"
     )
+
+
+_CRATE_VERSION = re.compile(r'^\[package\][^\[]*?^version\s*=\s*"([^"]+)"', re.MULTILINE | re.DOTALL)
+
+
+def crate_version() -> str:
+    """The version in the mnemo crate's Cargo.toml (beside the protos in an sdist)."""
+    candidates = [HERE / "Cargo.toml", HERE.parent.parent / "Cargo.toml"]
+    for candidate in candidates:
+        if candidate.is_file():
+            match = _CRATE_VERSION.search(candidate.read_text())
+            if match:
+                return match.group(1)
+    raise SystemExit(f"mnemo-client: no [package] version in {' or '.join(map(str, candidates))}")
 
 
 # `from mnemo.v1 import session_pb2 as x` -> `from . import session_pb2 as x`
@@ -120,6 +136,7 @@ class SdistWithProtos(sdist):
     def make_release_tree(self, base_dir: str, files: list[str]) -> None:
         super().make_release_tree(base_dir, files)
         shutil.copytree(proto_root() / PROTO_PACKAGE_DIR, Path(base_dir) / "proto" / PROTO_PACKAGE_DIR)
+        (Path(base_dir) / "Cargo.toml").write_text(f'[package]\nversion = "{crate_version()}"\n')
 
 
 def runtime_requirements() -> list[str]:
@@ -142,5 +159,6 @@ def runtime_requirements() -> list[str]:
 
 setup(
     cmdclass={"build_py": BuildPyWithStubs, "sdist": SdistWithProtos},
+    version=crate_version(),
     install_requires=runtime_requirements(),
 )

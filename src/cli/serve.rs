@@ -61,15 +61,15 @@ fn reload_on_sighup(overrides: Overrides, running: Config) -> mpsc::Receiver<Aut
     rx
 }
 
-/// The log filter: `MNEMO_LOG`, else `RUST_LOG`, else `info`. tantivy logs
-/// every index commit at INFO (about ten lines a second under load), so it
-/// is held to WARN unless the filter names it.
-fn log_filter() -> String {
+/// The log filter: `MNEMO_LOG`, else `RUST_LOG`, else `default`. tantivy
+/// logs every index commit at INFO (about ten lines a second under load),
+/// so it is held to WARN unless the filter names it.
+fn log_filter(default: &str) -> String {
     let asked = std::env::var("MNEMO_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .ok()
         .filter(|f| !f.trim().is_empty())
-        .unwrap_or_else(|| "info".to_owned());
+        .unwrap_or_else(|| default.to_owned());
     if asked.contains("tantivy") {
         asked
     } else {
@@ -77,10 +77,12 @@ fn log_filter() -> String {
     }
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_new(log_filter()).unwrap_or_else(|e| {
-        eprintln!("invalid log filter in MNEMO_LOG or RUST_LOG ({e}); logging at info");
-        tracing_subscriber::EnvFilter::new("info,tantivy=warn")
+/// Logs to stderr (never stdout: `mnemo mcp` speaks MCP there) at
+/// `default` unless `MNEMO_LOG` or `RUST_LOG` says otherwise.
+pub(super) fn init_logging(format: LogFormat, default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(log_filter(default)).unwrap_or_else(|e| {
+        eprintln!("invalid log filter in MNEMO_LOG or RUST_LOG ({e}); logging at {default}");
+        tracing_subscriber::EnvFilter::new(format!("{default},tantivy=warn"))
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -93,7 +95,7 @@ fn init_logging(format: LogFormat) {
 
 pub(super) async fn serve(overrides: Overrides) -> Result<(), String> {
     let config = Config::resolve(&overrides).map_err(|e| e.to_string())?;
-    init_logging(config.log_format);
+    init_logging(config.log_format, "info");
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

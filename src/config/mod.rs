@@ -4,6 +4,7 @@
 //! `Config::resolve` applies them over the file.
 
 pub mod auth;
+pub mod data_home;
 pub mod model;
 pub mod postgres;
 pub mod retention;

@@ -91,11 +91,14 @@ pub async fn serve_stdio(tools: Tools) -> Result<(), String> {
 
 /// Serves MCP over Streamable HTTP at `http://ADDR/mcp` until `shutdown`
 /// completes. Only loopback `Host` headers are accepted unless
-/// `allowed_hosts` names others (DNS rebinding protection).
+/// `allowed_hosts` names others (DNS rebinding protection). With
+/// `bearer`, every request must carry `Authorization: Bearer <it>`
+/// (the embedded store has no daemon in front to check keys).
 pub async fn serve_http(
     tools: Tools,
     listener: tokio::net::TcpListener,
     allowed_hosts: Vec<String>,
+    bearer: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let cancel = CancellationToken::new();
@@ -108,7 +111,13 @@ pub async fn serve_http(
     config.max_request_body_bytes = 16 * 1024 * 1024;
     let service: StreamableHttpService<Tools, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(tools.clone()), Default::default(), config);
-    let app = axum::Router::new().nest_service("/mcp", service);
+    let mut app = axum::Router::new().nest_service("/mcp", service);
+    if let Some(key) = bearer {
+        app = app.layer(axum::middleware::from_fn_with_state(
+            Arc::<str>::from(key.trim()),
+            require_key,
+        ));
+    }
     let stop = cancel.clone();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -117,4 +126,31 @@ pub async fn serve_http(
         })
         .await
         .map_err(|e| format!("MCP over HTTP failed: {e}"))
+}
+
+/// Lets a request through only with the expected bearer key (compared in
+/// constant time); 401 otherwise.
+async fn require_key(
+    axum::extract::State(key): axum::extract::State<Arc<str>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    use subtle::ConstantTimeEq;
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(key.as_bytes()))) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "this MCP server needs `Authorization: Bearer <key>` (the key it was started with)\n",
+    )
+        .into_response()
 }

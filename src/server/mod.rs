@@ -15,6 +15,7 @@ use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 pub mod auth;
 pub mod guard;
+pub mod in_process;
 pub mod metrics;
 
 use self::auth::{AuthConfig, Keys};
@@ -141,10 +142,55 @@ impl Daemon {
     /// Serves on `listener` until `shutdown` resolves, then stops accepting,
     /// waits for in-flight requests, and makes every write durable.
     pub async fn serve(
-        mut self,
+        self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<()> {
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::Internal(format!("listener has no address: {e}")))?;
+        // Without TCP_NODELAY a small reply can wait ~40 ms for a delayed
+        // ACK (Nagle); tonic does not set it on an injected listener.
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        self.serve_on(incoming, FrontDoor::Tcp(addr), shutdown)
+            .await
+    }
+
+    /// Serves the connections of `pipe`'s connector (in this process, no
+    /// port) until `shutdown` resolves; then as [`Daemon::serve`]. Every
+    /// call takes the same path as over TCP: limits, auth, handlers.
+    pub async fn serve_in_process(
+        self,
+        pipe: in_process::Incoming,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<()> {
+        if self.config.tls.is_some() {
+            return Err(Error::invalid(
+                "TLS is for a listener; the in-process front door has none",
+            ));
+        }
+        self.serve_on(pipe.into_stream(), FrontDoor::InProcess, shutdown)
+            .await
+    }
+
+    async fn serve_on<I, IO, IE>(
+        mut self,
+        incoming: I,
+        door: FrontDoor,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<()>
+    where
+        I: tokio_stream::Stream<Item = std::result::Result<IO, IE>>,
+        IO: tokio::io::AsyncRead
+            + tokio::io::AsyncWrite
+            + tonic::transport::server::Connected
+            + Unpin
+            + Send
+            + 'static,
+        IO::ConnectInfo: Clone + Send + Sync + 'static,
+        IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let limits = &self.config.limits;
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<MemoryServiceServer<MemoryApi>>().await;
@@ -162,13 +208,11 @@ impl Daemon {
         let reflection_v1alpha = reflection_builder()
             .build_v1alpha()
             .map_err(reflection_error)?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::Internal(format!("listener has no address: {e}")))?;
         // Auth follows the address actually bound (an injected listener may
-        // differ from `config.listen`).
-        let keys = Keys::new(&self.config.auth, addr.ip().is_loopback())?;
-        if !keys.enabled() {
+        // differ from `config.listen`); in process, only this process can
+        // call, as on loopback.
+        let keys = Keys::new(&self.config.auth, door.is_local())?;
+        if let (false, FrontDoor::Tcp(addr)) = (keys.enabled(), &door) {
             tracing::warn!(
                 %addr,
                 "auth is off: any process on this machine may read and write every namespace \
@@ -190,18 +234,14 @@ impl Daemon {
             None => None,
         };
         tracing::info!(
-            %addr,
+            addr = %door,
             pid = std::process::id(),
             store = ?self.config.store,
             data_dir = %self.config.data_dir.display(),
             auth = keys.enabled(),
             tls = self.config.tls.is_some(),
-            "mnemo listening on {addr}"
+            "mnemo listening on {door}"
         );
-        // Without TCP_NODELAY a small reply can wait ~40 ms for a delayed
-        // ACK (Nagle); tonic does not set it on an injected listener.
-        let incoming =
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         // Shutdown: stop accepting and drain, but no longer than the grace
         // period, so a client that keeps its connection open cannot hold
         // the daemon (and its data directory) forever.
@@ -323,6 +363,33 @@ impl Daemon {
         }
         tracing::info!("store synced and closed; bye");
         Ok(())
+    }
+}
+
+/// Where the daemon's calls come in.
+enum FrontDoor {
+    /// A TCP listener bound to this address.
+    Tcp(std::net::SocketAddr),
+    /// In-memory pipes from this process ([`in_process`]).
+    InProcess,
+}
+
+impl FrontDoor {
+    /// Whether only this machine can reach it (auth's loopback default).
+    fn is_local(&self) -> bool {
+        match self {
+            FrontDoor::Tcp(addr) => addr.ip().is_loopback(),
+            FrontDoor::InProcess => true,
+        }
+    }
+}
+
+impl std::fmt::Display for FrontDoor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrontDoor::Tcp(addr) => write!(f, "{addr}"),
+            FrontDoor::InProcess => f.write_str("in-process pipes (no port)"),
+        }
     }
 }
 

@@ -313,18 +313,31 @@ impl SledEngine {
             .cache_capacity(cache_mb << 20)
             .open()
             .map_err(|e| {
-            let msg = e.to_string();
-            if msg.contains("lock") {
-                Error::Storage(format!(
-                    "data directory {} is in use by another process (is another mnemo running?): {msg}",
-                    dir.display()
-                ))
-            } else {
-                Error::Storage(format!("cannot open data directory {}: {msg}", dir.display()))
-            }
-        })?;
+                let msg = e.to_string();
+                if msg.contains("lock") {
+                    let holder = match std::fs::read_to_string(dir.join(HOLDER_FILE)) {
+                        // One line of ours; bounded in case the file is not.
+                        Ok(h) if !h.trim().is_empty() => {
+                            let line = h.lines().next().unwrap_or_default();
+                            format!("held by {}", line.chars().take(200).collect::<String>())
+                        }
+                        _ => "is another mnemo running?".to_owned(),
+                    };
+                    Error::Storage(format!(
+                        "data directory {} is in use by another process ({holder}): {msg}",
+                        dir.display()
+                    ))
+                } else {
+                    Error::Storage(format!(
+                        "cannot open data directory {}: {msg}",
+                        dir.display()
+                    ))
+                }
+            })?;
         let tree = db.open_tree("memory")?;
         drop(gate);
+        // Best effort: only the message a second opener prints depends on it.
+        let _ = std::fs::write(dir.join(HOLDER_FILE), holder_line());
         let log_file = File::open(dir.join("db")).map_err(|e| {
             Error::Storage(format!("cannot open sled log in {}: {e}", dir.display()))
         })?;
@@ -387,12 +400,40 @@ impl Drop for SledEngine {
     fn drop(&mut self) {
         // Dropping the last handle flushes: do it inside the gate.
         let _gate = shared();
+        // Removed while the lock is still held: a file present is the
+        // holder's, or a crashed holder's.
+        let _ = std::fs::remove_file(self.path.join(HOLDER_FILE));
         // SAFETY: the fields are never used again; `drop` runs once.
         unsafe {
             ManuallyDrop::drop(&mut self.tree);
             ManuallyDrop::drop(&mut self.db);
         }
     }
+}
+
+/// The file beside sled's lock that names the process holding the data
+/// directory (written after the lock is taken, removed before it is
+/// released), so a second opener's error can say who holds it.
+pub const HOLDER_FILE: &str = "mnemo.pid";
+
+/// "pid 1234, mnemo mcp": the process id and the program with its
+/// subcommand, never further arguments (they may carry keys).
+fn holder_line() -> String {
+    let mut args = std::env::args_os();
+    let program = args
+        .next()
+        .map(|p| {
+            std::path::Path::new(&p).file_name().map_or_else(
+                || p.to_string_lossy().into_owned(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        })
+        .unwrap_or_default();
+    let command = match args.next() {
+        Some(sub) => format!("{program} {}", sub.to_string_lossy()),
+        None => program,
+    };
+    format!("pid {}, {command}\n", std::process::id())
 }
 
 impl Read for SledEngine {
