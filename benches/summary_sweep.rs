@@ -28,7 +28,15 @@
 //! summary fixtures (`{"turns": [{"role", "speaker", "content",
 //! "tool_call"?}]}` per file). Without it, the committed ones: the ELITR
 //! meetings, the BFCL memory conversations, the summary fixtures and the
-//! Taskmaster dialogues.
+//! Taskmaster dialogues and the labelled ToolBench runs.
+//!
+//! A conversation set whose conversations carry `labels` (turn labels
+//! people made, by seq; `scripts/labelled_to_sweep.py`) is also scored as
+//! the labelling guideline says (`docs/summaries.md`): precision of the
+//! listed actions, decisions and open questions, recall of the labelled
+//! commitments, requests and decisions, owners who are not speakers, each
+//! with a 95% interval; the sweep fails when a labelled set's precision is
+//! under 0.9.
 //! `MNEMO_BENCH_SHOW_ITEMS=1` prints each finding (refusal, drop, marker,
 //! owner); `MNEMO_BENCH_SHOW_ITEMS=all` also every decision and action.
 //! Run: `cargo bench --bench summary_sweep`.
@@ -277,6 +285,10 @@ fn main() {
         (
             "Taskmaster dialogues",
             "tests/fixtures/dialogues_taskmaster/dev.json",
+        ),
+        (
+            "ToolBench runs, labelled",
+            "tests/fixtures/labelled_runs/dev.json",
         ),
     ]);
     let show = std::env::var_os("MNEMO_BENCH_SHOW_ITEMS").is_some();

@@ -42,7 +42,7 @@ const MAX_EPISODES: usize = 20;
 const TRANSCRIPT_TURN_COST: u64 = 6;
 /// Most of the budget a whole transcript may take when the request has a
 /// query: the rest is for what is retrieved.
-const TRANSCRIPT_SHARE_WITH_QUERY: f64 = 0.5;
+const TRANSCRIPT_SHARE_WITH_QUERY: f64 = 0.3;
 /// Tokens of a transcript's one-line header, about.
 const TRANSCRIPT_HEADER_COST: u64 = 40;
 
@@ -311,8 +311,9 @@ pub(super) fn gather(
     let whole =
         session.total_tokens + as_of * TRANSCRIPT_TURN_COST + TRANSCRIPT_HEADER_COST + open_items;
     // A request with a query asks for memory beyond this session: the
-    // transcript is given whole only when it leaves the retrieved memory
-    // its room (else the log from the last fold, which the packer cuts).
+    // transcript is given whole only when it takes no more than the log
+    // would (else the log from the last fold, which the packer cuts), so
+    // the retrieved memory keeps its room.
     let room = if req.skip_recall || req.query.trim().is_empty() {
         budget
     } else {

@@ -349,6 +349,7 @@ const HEDGES: &[&str] = &[
     "at some point",
     "one of these days",
     "in the future",
+    "next time",
 ];
 
 /// Phrases of cheering, attitude and social talk: encouragement,
@@ -435,6 +436,9 @@ const SOCIAL: &[&str] = &[
     "check them out",
     "check that out",
     "as soon as i can",
+    "take note",
+    "take your recommendation",
+    "take your advice",
 ];
 
 /// Questions that are social or rhetorical moves, not requests for
