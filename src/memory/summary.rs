@@ -242,6 +242,7 @@ pub fn run(
         review_status: None,
         reviewer: String::new(),
         comment: String::new(),
+        reviewer_key: String::new(),
     };
     audit.health_flags = health_flags(
         store,
@@ -415,6 +416,7 @@ fn review_item(session: &Session, s: &SessionSummary) -> Option<ReviewItem> {
         comment: String::new(),
         created_at: s.created_at,
         resolved_at: 0,
+        reviewer_key: String::new(),
     })
 }
 
@@ -679,9 +681,10 @@ impl Memory {
         ns: &str,
         review_id: &str,
         status: ReviewStatus,
-        reviewer: &str,
+        by: Reviewer<'_>,
         comment: &str,
     ) -> Result<ReviewItem> {
+        let reviewer = by.name;
         check::id("namespace", ns)?;
         check::id("review_id", review_id)?;
         if status == ReviewStatus::Pending {
@@ -704,6 +707,7 @@ impl Memory {
             review_status: Some(status),
             reviewer: reviewer.to_owned(),
             comment: comment.to_owned(),
+            reviewer_key: by.key.to_owned(),
             ..AuditRecord::new(AuditKind::ReviewResolved, now_nanos())
         };
         let (ns, id) = (ns.to_owned(), review_id.to_owned());
@@ -714,6 +718,16 @@ impl Memory {
         })
         .await
     }
+}
+
+/// Who resolves a review item: the name the person typed, and the API
+/// key the request came with (which the caller cannot choose).
+#[derive(Debug, Clone, Copy)]
+pub struct Reviewer<'a> {
+    /// The reviewer's name as given (free text).
+    pub name: &'a str,
+    /// The acting key's configured name ("anyone" with auth off).
+    pub key: &'a str,
 }
 
 /// A pending review item resolved by `audit`'s reviewer; one resolved
@@ -732,6 +746,7 @@ fn resolve(item: &ReviewItem, status: ReviewStatus, audit: &AuditRecord) -> Resu
     item.status = status;
     item.reviewer = audit.reviewer.clone();
     item.comment = audit.comment.clone();
+    item.reviewer_key = audit.reviewer_key.clone();
     item.resolved_at = audit.created_at;
     Ok(item)
 }

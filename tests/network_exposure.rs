@@ -1,0 +1,294 @@
+//! What listens beyond loopback (issue 44, findings 3, 4 and 12): a daemon
+//! refuses API keys in clear off loopback unless the operator accepts the
+//! risk by name, and a key reload cannot turn them on either; with auth
+//! off off loopback the warning names every host on the network; `mnemo
+//! mcp --http` and `mnemo inspect --http` serve a non-loopback address only
+//! with `--allow-remote` and an explicit Host list, and refuse a forged
+//! loopback Host from another machine.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, SocketAddr};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{config_for, spawn_in_group, TestServer};
+use mnemo::client::{connect, ClientOptions};
+use mnemo::server::auth::{new_key, AuthConfig, KeyConfig, Keys, Listener, Role};
+use mnemo::server::Daemon;
+
+fn one_key() -> AuthConfig {
+    let (_, sha256) = new_key().expect("key");
+    AuthConfig {
+        required: None,
+        keys: vec![KeyConfig {
+            name: "agent".into(),
+            namespace: "ns".into(),
+            role: Role::Write,
+            permissions: vec![],
+            sha256,
+        }],
+    }
+}
+
+#[tokio::test]
+async fn keys_in_clear_off_loopback_refuse_to_start_unless_accepted_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = config_for(&tmp.path().join("data"));
+    config.listen = "0.0.0.0:0".parse().unwrap();
+    config.auth = one_key();
+    let e = match Daemon::open(config.clone()).await {
+        Ok(_) => panic!("a daemon with keys in clear on 0.0.0.0 must not start"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("in clear")
+            && e.contains("[tls]")
+            && e.contains("allow_plaintext_keys_off_loopback"),
+        "the refusal names the risk and the ways out: {e}"
+    );
+    config.allow_plaintext_keys_off_loopback = true;
+    config.validate().expect("accepted by name");
+    config.allow_plaintext_keys_off_loopback = false;
+    config.tls = Some(mnemo::config::TlsConfig {
+        cert: "cert.pem".into(),
+        key: "key.pem".into(),
+        client_ca: None,
+    });
+    config
+        .validate()
+        .expect("with TLS the keys are not in clear");
+}
+
+#[test]
+fn a_key_reload_cannot_turn_on_keys_in_clear_off_loopback() {
+    let open_on_the_network = AuthConfig {
+        required: Some(false),
+        keys: vec![],
+    };
+    let listener = Listener {
+        loopback: false,
+        tls: false,
+        plaintext_keys_allowed: false,
+    };
+    let keys = Keys::for_listener(&open_on_the_network, listener).expect("auth off starts");
+    let e = keys.reload(&one_key()).expect_err("keys in clear refused");
+    assert!(e.to_string().contains("in clear"), "{e}");
+    assert!(!keys.enabled(), "the table in force stays");
+    let accepted = Keys::for_listener(
+        &open_on_the_network,
+        Listener {
+            plaintext_keys_allowed: true,
+            ..listener
+        },
+    )
+    .unwrap();
+    accepted.reload(&one_key()).expect("accepted by name");
+}
+
+#[test]
+fn the_serve_command_refuses_keys_in_clear_and_says_how_to_accept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, sha256) = new_key().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--data-dir"])
+        .arg(tmp.path())
+        .arg("--auth-key")
+        .arg(format!("agent:ns:write:{sha256}"))
+        .env_remove("MNEMO_CONFIG")
+        .env_remove("MNEMO_LISTEN")
+        .env_remove("MNEMO_ALLOW_PLAINTEXT_KEYS_OFF_LOOPBACK")
+        .output()
+        .expect("run mnemo serve");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--allow-plaintext-keys-off-loopback"), "{err}");
+}
+
+/// Starts `mnemo` with `args`, returns (group, the lines it logged until
+/// one contained `until`).
+fn run_until(args: &[&str], until: &str) -> (common::ProcessGroup, Vec<String>) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    cmd.args(args)
+        .env("MNEMO_LOG", "info")
+        .env_remove("MNEMO_CONFIG")
+        .env_remove("MNEMO_LISTEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let (mut child, group) = spawn_in_group(&mut cmd);
+    let stderr = child.stderr.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !lines.iter().any(|l: &String| l.contains(until)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => lines.push(l),
+            Err(_) => panic!("no line with {until:?}; logged: {lines:#?}"),
+        }
+    }
+    (group, lines)
+}
+
+#[test]
+fn auth_off_on_the_network_warns_that_any_host_may_read_write_and_erase() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().to_str().unwrap();
+    let (mut group, lines) = run_until(
+        &[
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--data-dir",
+            data,
+            "--auth-required",
+            "false",
+        ],
+        "mnemo listening",
+    );
+    group.end();
+    let warning = lines
+        .iter()
+        .find(|l| l.contains("auth is off"))
+        .expect("a warning");
+    assert!(
+        warning.contains("ANY HOST") && warning.contains("erase"),
+        "{warning}"
+    );
+    assert!(
+        !warning.contains("any process on this machine"),
+        "{warning}"
+    );
+}
+
+/// This machine's address on its network (not loopback), to reach a
+/// server bound to 0.0.0.0 as another host would; `None` without one.
+fn network_ip() -> Option<IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("203.0.113.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+async fn mcp_initialize(to: SocketAddr, host: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("http://{to}/mcp"))
+        .header("host", host)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(INITIALIZE)
+        .send()
+        .await
+        .expect("POST /mcp")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_over_http_refuses_a_forged_loopback_host_from_another_machine() {
+    let Some(ip) = network_ip() else {
+        eprintln!("skipped: this machine has no non-loopback address");
+        return;
+    };
+    let server = TestServer::start().await;
+    let client = connect(&ClientOptions {
+        addr: server.url(),
+        ..ClientOptions::default()
+    })
+    .await
+    .expect("connect");
+    let tools = mnemo::mcp::Tools::new(client, "ns", 4000);
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hosts = mnemo::hosts::HostPolicy::new(vec!["mcp.test".into()]);
+    tokio::spawn(mnemo::mcp::serve_http(
+        tools,
+        listener,
+        hosts,
+        std::future::pending(),
+    ));
+    let remote = SocketAddr::new(ip, port);
+    let local = SocketAddr::from(([127, 0, 0, 1], port));
+    assert_eq!(
+        mcp_initialize(remote, &format!("127.0.0.1:{port}")).await,
+        421,
+        "a loopback Host from another address is forged"
+    );
+    assert_eq!(mcp_initialize(remote, "evil.example").await, 421);
+    assert_eq!(
+        mcp_initialize(remote, &format!("mcp.test:{port}")).await,
+        200
+    );
+    assert_eq!(
+        mcp_initialize(local, &format!("127.0.0.1:{port}")).await,
+        200,
+        "from this machine a loopback Host is real"
+    );
+    server.stop().await;
+}
+
+#[test]
+fn mcp_and_inspect_need_allow_remote_and_a_host_list_off_loopback() {
+    for front in ["mcp", "inspect"] {
+        let base: Vec<&str> = match front {
+            "mcp" => vec!["mcp", "--namespace", "ns", "--http", "0.0.0.0:0"],
+            _ => vec!["inspect", "--http", "0.0.0.0:0"],
+        };
+        let run = |extra: &[&str]| {
+            let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+                .args(&base)
+                .args(extra)
+                .args(["--addr", "http://127.0.0.1:1"])
+                .env_remove("MNEMO_INSPECT_HTTP")
+                .env_remove("MNEMO_MCP_HTTP")
+                .output()
+                .expect("run mnemo");
+            assert!(!out.status.success(), "{front} {extra:?}");
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        };
+        let err = run(&[]);
+        assert!(
+            err.contains("non-loopback") && err.contains("--allow-remote"),
+            "{front}: {err}"
+        );
+        let err = run(&["--allow-remote"]);
+        assert!(err.contains("--allowed-host"), "{front}: {err}");
+    }
+}
+
+#[test]
+fn allow_remote_says_so_on_stderr() {
+    let (mut group, lines) = run_until(
+        &[
+            "mcp",
+            "--namespace",
+            "ns",
+            "--http",
+            "0.0.0.0:0",
+            "--allow-remote",
+            "--allowed-host",
+            "mcp.test",
+            "--addr",
+            "http://127.0.0.1:1",
+        ],
+        "warning",
+    );
+    group.end();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("warning") && l.contains("mcp.test")),
+        "{lines:#?}"
+    );
+}
