@@ -5,6 +5,7 @@
 
 pub mod llama;
 pub mod postgres;
+pub mod raw;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
