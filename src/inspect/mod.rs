@@ -27,7 +27,7 @@ mod summary;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -188,21 +188,56 @@ impl Inspector {
     }
 }
 
+/// Every path the inspector serves, in the order the router adds them.
+const PATHS: [&str; 12] = [
+    "/",
+    "/static/{file}",
+    "/ns/{ns}/sessions",
+    "/ns/{ns}/sessions/{id}",
+    "/ns/{ns}/sessions/{id}/events",
+    "/ns/{ns}/sessions/{id}/handoffs",
+    "/ns/{ns}/sessions/{id}/diff",
+    "/ns/{ns}/sessions/{id}/bundle",
+    "/ns/{ns}/subjects/{subject}",
+    "/ns/{ns}/search",
+    "/ns/{ns}/review",
+    "/ns/{ns}/review/{review_id}",
+];
+
+/// The method and handler of `path`.
+fn route(path: &str) -> Option<(&'static str, MethodRouter<Inspector>)> {
+    Some(match path {
+        "/" => ("GET", get(sessions::home)),
+        "/static/{file}" => ("GET", get(assets::serve)),
+        "/ns/{ns}/sessions" => ("GET", get(sessions::list)),
+        "/ns/{ns}/sessions/{id}" => ("GET", get(session::show)),
+        "/ns/{ns}/sessions/{id}/events" => ("GET", get(live::events)),
+        "/ns/{ns}/sessions/{id}/handoffs" => ("GET", get(session::handoffs)),
+        "/ns/{ns}/sessions/{id}/diff" => ("GET", get(summary::diff_page)),
+        "/ns/{ns}/sessions/{id}/bundle" => ("GET", get(bundle::page_route)),
+        "/ns/{ns}/subjects/{subject}" => ("GET", get(subject::page_route)),
+        "/ns/{ns}/search" => ("GET", get(search::page_route)),
+        "/ns/{ns}/review" => ("GET", get(review::page_route)),
+        "/ns/{ns}/review/{review_id}" => ("POST", post(review::resolve)),
+        _ => return None,
+    })
+}
+
+/// Every (method, path) the router serves: the list the docs' access
+/// table is checked against.
+pub fn routes() -> Vec<(&'static str, &'static str)> {
+    PATHS
+        .iter()
+        .filter_map(|p| route(p).map(|(method, _)| (method, *p)))
+        .collect()
+}
+
 /// The inspector's routes.
 pub fn router(inspector: Inspector) -> Router {
-    Router::new()
-        .route("/", get(sessions::home))
-        .route("/static/{file}", get(assets::serve))
-        .route("/ns/{ns}/sessions", get(sessions::list))
-        .route("/ns/{ns}/sessions/{id}", get(session::show))
-        .route("/ns/{ns}/sessions/{id}/events", get(live::events))
-        .route("/ns/{ns}/sessions/{id}/handoffs", get(session::handoffs))
-        .route("/ns/{ns}/sessions/{id}/diff", get(summary::diff_page))
-        .route("/ns/{ns}/sessions/{id}/bundle", get(bundle::page_route))
-        .route("/ns/{ns}/subjects/{subject}", get(subject::page_route))
-        .route("/ns/{ns}/search", get(search::page_route))
-        .route("/ns/{ns}/review", get(review::page_route))
-        .route("/ns/{ns}/review/{review_id}", post(review::resolve))
+    PATHS
+        .iter()
+        .filter_map(|p| route(p).map(|(_, handler)| (*p, handler)))
+        .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
         .layer(axum::middleware::from_fn_with_state(
             inspector.clone(),
             guard::check,

@@ -53,14 +53,23 @@ impl Codec for RawCodec {
 /// of the answer (OK when it answered, or for a stream, when its first
 /// message or its end came).
 pub async fn call(channel: &Channel, rpc: &str, body: Vec<u8>, streaming: bool) -> Status {
+    let path = format!("/mnemo.v1.MemoryService/{rpc}");
+    call_path(channel, &path, tonic::Request::new(body), streaming).await
+}
+
+/// As [`call`], to any method `path` (`/package.Service/Method`) with the
+/// request's metadata as given.
+pub async fn call_path(
+    channel: &Channel,
+    path: &str,
+    request: tonic::Request<Vec<u8>>,
+    streaming: bool,
+) -> Status {
     let mut grpc = tonic::client::Grpc::new(channel.clone());
     if let Err(e) = grpc.ready().await {
         return Status::unavailable(format!("not ready: {e}"));
     }
-    let path: tonic::codegen::http::uri::PathAndQuery = format!("/mnemo.v1.MemoryService/{rpc}")
-        .parse()
-        .expect("path");
-    let request = tonic::Request::new(body);
+    let path: tonic::codegen::http::uri::PathAndQuery = path.parse().expect("path");
     if streaming {
         match grpc.server_streaming(request, path, RawCodec).await {
             Ok(resp) => {
