@@ -91,18 +91,34 @@ fn a_key_reload_cannot_turn_on_keys_in_clear_off_loopback() {
 fn the_serve_command_refuses_keys_in_clear_and_says_how_to_accept() {
     let tmp = tempfile::tempdir().unwrap();
     let (_, sha256) = new_key().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args(["serve", "--listen", "0.0.0.0:0", "--data-dir"])
-        .arg(tmp.path())
-        .arg("--auth-key")
-        .arg(format!("agent:ns:write:{sha256}"))
+    let data = tmp.path().to_str().unwrap().to_owned();
+    let key = format!("agent:ns:write:{sha256}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    cmd.args(["serve", "--listen", "0.0.0.0:0", "--data-dir", &data])
+        .args(["--auth-key", &key])
         .env_remove("MNEMO_CONFIG")
         .env_remove("MNEMO_LISTEN")
         .env_remove("MNEMO_ALLOW_PLAINTEXT_KEYS_OFF_LOOPBACK")
-        .output()
-        .expect("run mnemo serve");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let (mut child, mut group) = spawn_in_group(&mut cmd);
+    // A daemon that starts instead of refusing would run forever: wait
+    // a bounded time, then fail (the group is ended either way).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    group.end();
+    let status = status.expect("the daemon started with keys in clear on 0.0.0.0");
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("piped"), &mut err).unwrap();
     assert!(err.contains("--allow-plaintext-keys-off-loopback"), "{err}");
 }
 
