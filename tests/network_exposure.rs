@@ -308,3 +308,86 @@ fn allow_remote_says_so_on_stderr() {
         "{lines:#?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sighup_cannot_turn_on_keys_in_clear_off_loopback() {
+    use std::sync::{Arc, Mutex};
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("mnemo.toml");
+    std::fs::write(
+        &config,
+        "listen = \"0.0.0.0:0\"\n[auth]\nrequired = false\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    cmd.args(["serve", "--config", config.to_str().unwrap(), "--data-dir"])
+        .arg(tmp.path().join("data"))
+        .env("MNEMO_LOG", "info")
+        .env_remove("MNEMO_LISTEN")
+        .env_remove("MNEMO_CONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let (mut child, mut group) = spawn_in_group(&mut cmd);
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let lines = log.clone();
+    let stderr = child.stderr.take().expect("piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            lines.lock().unwrap().push(line);
+        }
+    });
+    let wait_for = |text: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(l) = log.lock().unwrap().iter().find(|l| l.contains(text)) {
+                return l.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {text:?} in {:#?}",
+                log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let listening = wait_for("mnemo listening on ");
+    let port: u16 = listening
+        .split("mnemo listening on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .expect("the port");
+    let (_, sha256) = new_key().unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"0.0.0.0:0\"\n[[auth.keys]]\nname = \"agent\"\nnamespace = \"ns\"\nrole = \"write\"\nsha256 = \"{sha256}\"\n"
+        ),
+    )
+    .unwrap();
+    let hup = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .expect("kill -HUP");
+    assert!(hup.success());
+    let refused = wait_for("configuration not reloaded");
+    assert!(refused.contains("in clear"), "{refused}");
+    // Auth is still off as it was: no key was turned on in clear.
+    let mut c = connect(&ClientOptions {
+        addr: format!("http://127.0.0.1:{port}"),
+        ..ClientOptions::default()
+    })
+    .await
+    .expect("connect");
+    c.list_sessions(mnemo::pb::ListSessionsRequest {
+        namespace: "ns".into(),
+        ..Default::default()
+    })
+    .await
+    .expect("the keys in force (none) stay");
+    drop(c);
+    group.end();
+    let _ = child.wait();
+}
