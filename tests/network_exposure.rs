@@ -184,6 +184,15 @@ fn auth_off_on_the_network_warns_that_any_host_may_read_write_and_erase() {
         !warning.contains("any process on this machine"),
         "{warning}"
     );
+    // The start-up line says who may resolve review items.
+    let listening = lines
+        .iter()
+        .find(|l| l.contains("mnemo listening"))
+        .expect("the start-up line");
+    assert!(
+        listening.contains("review=\"anyone who reaches the address\""),
+        "{listening}"
+    );
 }
 
 /// This machine's address on its network (not loopback), to reach a
