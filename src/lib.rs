@@ -7,6 +7,8 @@
 //!   serves memory as Model Context Protocol tools.
 //! - [`inspect`]: the web inspector (`mnemo inspect`), a client of the
 //!   daemon that shows people what the memory holds.
+//! - [`hosts`]: which `Host` headers the inspector and MCP over HTTP
+//!   answer to (pure).
 //! - [`client`]: the typed Rust client used by the CLI, MCP and tests.
 //! - [`server`]: the daemon: listener, TLS, guard, auth, metrics, shutdown.
 //! - [`api`]: thin gRPC handlers and the one `Error` to `Status` mapping.
@@ -34,6 +36,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod hosts;
 pub mod inspect;
 pub mod llm;
 pub mod mcp;

@@ -94,8 +94,18 @@ async fn busy_subject(c: &mut Client) {
         MAY_8,
     )];
     for (i, what) in [
-        "revenue", "payroll", "expenses", "inventory", "travel", "vendor", "tax", "capex",
-        "leases", "grants", "refunds", "bonuses",
+        "revenue",
+        "payroll",
+        "expenses",
+        "inventory",
+        "travel",
+        "vendor",
+        "tax",
+        "capex",
+        "leases",
+        "grants",
+        "refunds",
+        "bonuses",
     ]
     .iter()
     .enumerate()
@@ -103,7 +113,9 @@ async fn busy_subject(c: &mut Client) {
         promises.push(at(
             pb::Role::Assistant,
             "agent",
-            &format!("I'll send the {what} report for the second quarter to the finance team by Friday."),
+            &format!(
+                "I'll send the {what} report for the second quarter to the finance team by Friday."
+            ),
             MAY_8 + 60 * (i as i64 + 1),
         ));
     }
@@ -114,7 +126,12 @@ async fn busy_subject(c: &mut Client) {
         "gym",
         subject,
         vec![
-            at(pb::Role::User, "dana", "Which locker did they give me at the gym?", MAY_8 + day),
+            at(
+                pb::Role::User,
+                "dana",
+                "Which locker did they give me at the gym?",
+                MAY_8 + day,
+            ),
             at(
                 pb::Role::Assistant,
                 "agent",
@@ -128,7 +145,12 @@ async fn busy_subject(c: &mut Client) {
     c.append_turns(append_req(
         NS,
         "today",
-        vec![at(pb::Role::User, "dana", "Hello again, quick question.", MAY_8 + 2 * day)],
+        vec![at(
+            pb::Role::User,
+            "dana",
+            "Hello again, quick question.",
+            MAY_8 + 2 * day,
+        )],
     ))
     .await
     .unwrap();
@@ -144,10 +166,16 @@ async fn a_relevant_retrieved_turn_wins_over_a_block_of_carried_items() {
     let text = &b.rendered_text;
     assert!(text.contains("4417"), "the answer was crowded out:\n{text}");
     // Read like memory: its day and speaker first.
-    assert!(text.contains("[9 May 2023] agent: Your locker is number 4417"), "{text}");
+    assert!(
+        text.contains("[9 May 2023] agent: Your locker is number 4417"),
+        "{text}"
+    );
     // The carried block is still there, cut: the first carried action is
     // always admitted.
-    assert!(text.contains("## Pending actions from earlier sessions"), "{text}");
+    assert!(
+        text.contains("## Pending actions from earlier sessions"),
+        "{text}"
+    );
     assert!(text.contains("revenue report"), "{text}");
     assert!(!text.contains("bonuses report"), "{text}");
     assert!(b.token_count <= 400);
@@ -162,13 +190,19 @@ async fn a_session_without_a_query_gets_its_state() {
     let text = &b.rendered_text;
     // The first carried action is always admitted, naming its session and
     // the day that session ended.
-    assert!(text.contains("## Pending actions from earlier sessions"), "{text}");
+    assert!(
+        text.contains("## Pending actions from earlier sessions"),
+        "{text}"
+    );
     let first = text
         .lines()
         .find(|l| l.contains("revenue report for the second quarter"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(first.contains("from session reports [#2], "), "{first}");
-    assert!(!text.contains("## Relevant memory"), "no query, no retrieval:\n{text}");
+    assert!(
+        !text.contains("## Relevant memory"),
+        "no query, no retrieval:\n{text}"
+    );
     assert!(text.contains("Hello again, quick question."), "{text}");
     assert!(b.token_count <= 1_000);
 }
@@ -181,10 +215,16 @@ async fn a_closed_sessions_small_talk_is_not_carried_into_the_next_bundle() {
     // Lines a summary once listed as pending actions on ordinary chat.
     let chat = [
         ("caroline", "Woohoo, congrats James! I'm so happy for you."),
-        ("james", "Thanks! I'm gonna keep chasing after those dreams."),
+        (
+            "james",
+            "Thanks! I'm gonna keep chasing after those dreams.",
+        ),
         ("caroline", "Wow, looks awesome! Caroline, hope all's good!"),
         ("james", "I'll keep ya posted."),
-        ("caroline", "I'll send you the photos from the lake trip tomorrow."),
+        (
+            "caroline",
+            "I'll send you the photos from the lake trip tomorrow.",
+        ),
         ("james", "Perfect, talk soon!"),
     ];
     let turns = chat
@@ -203,8 +243,16 @@ async fn a_closed_sessions_small_talk_is_not_carried_into_the_next_bundle() {
     session(&mut c, "chat-2", subject).await;
     let b = bundle(&mut c, "chat-2", 2_000, "").await;
     let text = &b.rendered_text;
-    assert!(text.contains("I'll send you the photos from the lake trip tomorrow"), "{text}");
-    for junk in ["keep ya posted", "chasing after those dreams", "Woohoo", "hope all's good"] {
+    assert!(
+        text.contains("I'll send you the photos from the lake trip tomorrow"),
+        "{text}"
+    );
+    for junk in [
+        "keep ya posted",
+        "chasing after those dreams",
+        "Woohoo",
+        "hope all's good",
+    ] {
         assert!(
             !text.contains(junk),
             "{junk:?} was carried into the next session:\n{text}"

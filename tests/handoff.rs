@@ -493,6 +493,7 @@ async fn watch(c: &mut Client, id: &str, from: u64) -> tonic::Streaming<pb::Watc
         namespace: "ns".into(),
         session_id: id.into(),
         from_seq: from,
+        observer: false,
     })
     .await
     .unwrap()
@@ -507,6 +508,7 @@ async fn first_seq(c: &mut Client, id: &str, from: u64) -> u64 {
             namespace: "ns".into(),
             session_id: id.into(),
             from_seq: from,
+            observer: false,
         })
         .await
         .unwrap();
@@ -669,6 +671,7 @@ async fn a_watcher_that_falls_behind_is_told_where_to_resume() {
             namespace: "ns".into(),
             session_id: "lag".into(),
             from_seq: 0,
+            observer: false,
         })
         .await
         .unwrap_err();

@@ -17,7 +17,7 @@ use std::time::Instant;
 use mnemo::client::{connect, ClientOptions, MemoryClient};
 use mnemo::inspect::{Inspector, Settings, MAX_LIVE_STREAMS};
 use mnemo::pb;
-use mnemo::server::auth::{new_key, AuthConfig, KeyConfig, Role};
+use mnemo::server::auth::{new_key, AuthConfig, KeyConfig, Permission, Role};
 use serde_json::json;
 
 use browser::Browser;
@@ -42,6 +42,13 @@ async fn daemon() -> (TestServer, Keys, tempfile::TempDir) {
             name: name.into(),
             namespace: NS.into(),
             role,
+            // The inspector's writer also reviews (the review queue's
+            // controls need the permission, see review_permission.rs).
+            permissions: if role == Role::Write {
+                vec![Permission::Review]
+            } else {
+                vec![]
+            },
             sha256,
         });
         key
@@ -269,6 +276,11 @@ async fn screenshot(b: &Browser, name: &str) {
     }
 }
 
+/// The name of the CSRF cookie of the inspector at `base`: one per port.
+fn cookie_name(base: &str) -> String {
+    format!("mnemo_csrf_{}", base.rsplit(':').next().unwrap_or_default())
+}
+
 /// The CSRF token an inspector hands out in its cookie.
 async fn csrf_token(http: &reqwest::Client, base: &str) -> String {
     let r = http
@@ -281,8 +293,8 @@ async fn csrf_token(http: &reqwest::Client, base: &str) -> String {
         .get_all("set-cookie")
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find_map(|v| v.strip_prefix("mnemo_csrf="))
-        .expect("csrf cookie")
+        .find_map(|v| v.strip_prefix(&format!("{}=", cookie_name(base))))
+        .expect("csrf cookie named after the port")
         .to_owned();
     cookie.split(';').next().unwrap_or_default().to_owned()
 }
@@ -567,7 +579,7 @@ async fn the_inspector_in_a_real_browser() {
     let forged = http
         .post(format!("{r}/ns/ns/review/{target}"))
         .header("origin", &r)
-        .header("cookie", format!("mnemo_csrf={token}"))
+        .header("cookie", format!("{}={token}", cookie_name(&r)))
         .form(&[
             ("csrf", token.as_str()),
             ("decision", "approve"),
@@ -589,10 +601,10 @@ async fn the_inspector_in_a_real_browser() {
         (w.as_str(), String::new(), ""),
         (
             "http://evil.example",
-            format!("mnemo_csrf={wtoken}"),
+            format!("{}={wtoken}", cookie_name(&w)),
             wtoken.as_str(),
         ),
-        (w.as_str(), format!("mnemo_csrf={wtoken}"), "0000"),
+        (w.as_str(), format!("{}={wtoken}", cookie_name(&w)), "0000"),
     ] {
         let resp = http
             .post(format!("{w}/ns/ns/review/{target}"))

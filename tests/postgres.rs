@@ -255,6 +255,7 @@ async fn a_watch_on_one_daemon_sees_appends_through_the_others_in_order_once() {
             namespace: "ns".into(),
             session_id: "w".into(),
             from_seq: 1,
+            observer: false,
         })
         .await
         .unwrap()
@@ -694,6 +695,7 @@ async fn an_idle_session_is_swept_once_by_one_of_three_daemons() {
             namespace: "ns".into(),
             session_id: "idle".into(),
             from_seq: 1,
+            observer: false,
         })
         .await
         .unwrap()
@@ -800,6 +802,7 @@ async fn a_removal_through_another_daemon_followed_by_an_append_reaches_the_watc
                 namespace: "ns".into(),
                 session_id: "rm".into(),
                 from_seq: seq,
+                observer: false,
             })
             .await
             .unwrap()

@@ -489,6 +489,7 @@ fn every_request_type_answers_strange_input_cleanly_and_damages_nothing() {
                     namespace: ns.clone(),
                     session_id: sid.clone(),
                     from_seq: n,
+                    observer: false,
                 })
                 .await,
             )?;

@@ -245,6 +245,7 @@ async fn the_index_forgets_a_removed_turn_and_watchers_past_it_start_again() {
             namespace: "ns".into(),
             session_id: "s".into(),
             from_seq: 1,
+            observer: false,
         })
         .await
         .unwrap()

@@ -9,44 +9,45 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{config_for, TestServer};
+use mnemo::api::admit::Need;
 use mnemo::client::{connect, ClientOptions, MemoryClient};
 use mnemo::config::TlsConfig;
 use mnemo::pb;
-use mnemo::server::auth::{new_key, AuthConfig, KeyConfig, Role};
+use mnemo::server::auth::{new_key, AuthConfig, KeyConfig, Permission, Role};
 use prost::Message;
 use tonic::{Code, Status};
 
 /// Every RPC of MemoryService and the least role it needs. The test
 /// below checks this list against the service descriptor, so an RPC added
 /// later without an entry here fails it.
-const RPCS: &[(&str, Role)] = &[
-    ("CreateSession", Role::Write),
-    ("GetSession", Role::Read),
-    ("ListSessions", Role::Read),
-    ("CloseSession", Role::Write),
-    ("DeleteSession", Role::Admin),
-    ("AppendTurns", Role::Write),
-    ("RemoveLastTurn", Role::Write),
-    ("ListTurns", Role::Read),
-    ("Summarize", Role::Write),
-    ("GetSummary", Role::Read),
-    ("ListSummaries", Role::Read),
-    ("GetAuditLog", Role::Read),
-    ("ListReviewItems", Role::Read),
-    ("ResolveReviewItem", Role::Write),
-    ("GetContextBundle", Role::Read),
-    ("Handoff", Role::Write),
-    ("WatchSession", Role::Read),
-    ("PutFact", Role::Write),
-    ("GetFact", Role::Read),
-    ("ListFacts", Role::Read),
-    ("DeleteFact", Role::Write),
-    ("ListEpisodes", Role::Read),
-    ("UpdatePendingAction", Role::Write),
-    ("Search", Role::Read),
-    ("EraseSubject", Role::Admin),
-    ("ExportSubject", Role::Admin),
-    ("ListErasures", Role::Admin),
+const RPCS: &[(&str, Need)] = &[
+    ("CreateSession", Need::Role(Role::Write)),
+    ("GetSession", Need::Role(Role::Read)),
+    ("ListSessions", Need::Role(Role::Read)),
+    ("CloseSession", Need::Role(Role::Write)),
+    ("DeleteSession", Need::Role(Role::Admin)),
+    ("AppendTurns", Need::Role(Role::Write)),
+    ("RemoveLastTurn", Need::Role(Role::Write)),
+    ("ListTurns", Need::Role(Role::Read)),
+    ("Summarize", Need::Role(Role::Write)),
+    ("GetSummary", Need::Role(Role::Read)),
+    ("ListSummaries", Need::Role(Role::Read)),
+    ("GetAuditLog", Need::Role(Role::Read)),
+    ("ListReviewItems", Need::Role(Role::Read)),
+    ("ResolveReviewItem", Need::Review),
+    ("GetContextBundle", Need::Role(Role::Read)),
+    ("Handoff", Need::Role(Role::Write)),
+    ("WatchSession", Need::Role(Role::Read)),
+    ("PutFact", Need::Role(Role::Write)),
+    ("GetFact", Need::Role(Role::Read)),
+    ("ListFacts", Need::Role(Role::Read)),
+    ("DeleteFact", Need::Role(Role::Write)),
+    ("ListEpisodes", Need::Role(Role::Read)),
+    ("UpdatePendingAction", Need::Role(Role::Write)),
+    ("Search", Need::Role(Role::Read)),
+    ("EraseSubject", Need::Role(Role::Admin)),
+    ("ExportSubject", Need::Role(Role::Admin)),
+    ("ListErasures", Need::Role(Role::Admin)),
 ];
 
 /// Calls `rpc` in namespace `ns` with an otherwise empty request. Only
@@ -100,25 +101,28 @@ struct Keys {
     write: String,
     admin: String,
     every_namespace: String,
+    review: String,
 }
 
 fn auth_with_keys() -> (AuthConfig, Keys) {
     let mut config = AuthConfig::default();
-    let mut make = |name: &str, namespace: &str, role: Role| {
+    let mut make = |name: &str, namespace: &str, role: Role, permissions: Vec<Permission>| {
         let (key, sha256) = new_key().expect("key");
         config.keys.push(KeyConfig {
             name: name.into(),
             namespace: namespace.into(),
             role,
+            permissions,
             sha256,
         });
         key
     };
     let keys = Keys {
-        read: make("reader", "a", Role::Read),
-        write: make("writer", "a", Role::Write),
-        admin: make("admin", "a", Role::Admin),
-        every_namespace: make("operator", "*", Role::Admin),
+        read: make("reader", "a", Role::Read, vec![]),
+        write: make("writer", "a", Role::Write, vec![]),
+        admin: make("admin", "a", Role::Admin, vec![]),
+        every_namespace: make("operator", "*", Role::Admin, vec![]),
+        review: make("reviewer", "a", Role::Read, vec![Permission::Review]),
     };
     (config, keys)
 }
@@ -168,6 +172,7 @@ async fn every_rpc_checks_the_key_its_namespace_and_its_role() {
     let mut writer = client(&server, Some(&keys.write)).await;
     let mut admin = client(&server, Some(&keys.admin)).await;
     let mut operator = client(&server, Some(&keys.every_namespace)).await;
+    let mut reviewer = client(&server, Some(&keys.review)).await;
 
     for &(rpc, needs) in RPCS {
         for (who, c) in [
@@ -187,18 +192,24 @@ async fn every_rpc_checks_the_key_its_namespace_and_its_role() {
             "{rpc} in another namespace"
         );
         assert!(e.message().contains("namespace"), "{}", e.message());
-        // Each role in its own namespace.
-        for (role, c) in [
-            (Role::Read, &mut reader),
-            (Role::Write, &mut writer),
-            (Role::Admin, &mut admin),
+        // Each role in its own namespace, and a reader with the review
+        // permission.
+        for (role, permissions, c) in [
+            (Role::Read, &[][..], &mut reader),
+            (Role::Write, &[], &mut writer),
+            (Role::Admin, &[], &mut admin),
+            (Role::Read, &[Permission::Review], &mut reviewer),
         ] {
             let r = call(c, rpc, "a").await;
-            if role >= needs {
+            if needs.met_by(role, permissions) {
                 assert!(!is_auth_error(&r), "{rpc} with a {role:?} key: {r:?}");
             } else {
                 let e = r.expect_err(rpc);
-                assert_eq!(e.code(), Code::PermissionDenied, "{rpc} with {role:?}");
+                assert_eq!(
+                    e.code(),
+                    Code::PermissionDenied,
+                    "{rpc} with {role:?} {permissions:?}"
+                );
             }
         }
         let r = call(&mut operator, rpc, "b").await;

@@ -220,6 +220,7 @@ fn resolution_audit(review_id: &str, status: ReviewStatus, reviewer: &str) -> Au
         review_status: Some(status),
         reviewer: reviewer.into(),
         comment: "checked".into(),
+        reviewer_key: format!("key-{reviewer}"),
         ..attempt_audit(0, 0)
     }
 }
@@ -236,6 +237,7 @@ fn review(ns: &str, id: &str, session_id: &str, version: u64) -> ReviewItem {
         comment: String::new(),
         created_at: 3,
         resolved_at: 0,
+        reviewer_key: String::new(),
     }
 }
 
@@ -1610,6 +1612,7 @@ fn review_items_are_listed_and_resolved(store: &dyn Store) {
                 reviewer: "ann".into(),
                 comment: "checked".into(),
                 resolved_at: 9,
+                reviewer_key: "key-ann".into(),
                 ..item.clone()
             })
         })
@@ -1620,6 +1623,7 @@ fn review_items_are_listed_and_resolved(store: &dyn Store) {
         reviewer: "ann".into(),
         comment: "checked".into(),
         resolved_at: 9,
+        reviewer_key: "key-ann".into(),
         ..review("ns", "r2", "s2", 1)
     };
     assert_eq!(resolved, want_item);
@@ -2988,6 +2992,7 @@ fn summary_at_reads_one_version_without_the_session(store: &dyn Store) {
                         review_status: None,
                         reviewer: String::new(),
                         comment: String::new(),
+                        reviewer_key: String::new(),
                     }
                 },
                 review: None,

@@ -30,6 +30,25 @@ mod write_v4;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/stored_v3");
 
+/// Fields the contract gained after the fixtures' releases, as Debug
+/// renders them when they hold nothing (which the old records must give).
+const ADDED_SINCE: [&str; 1] = [", reviewer_key: \"\""];
+
+/// Served lines as the fixtures' releases rendered them: without the
+/// fields added since, which must be empty for their records (an old
+/// record read with a value there would still differ).
+fn as_released(lines: Vec<String>) -> Vec<String> {
+    lines
+        .into_iter()
+        .map(|mut l| {
+            for f in ADDED_SINCE {
+                l = l.replace(f, "");
+            }
+            l
+        })
+        .collect()
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -62,7 +81,7 @@ async fn a_format_3_data_dir_serves_exactly_what_it_served() {
     let expected = std::fs::read_to_string(Path::new(FIXTURE).join("expected.txt")).unwrap();
     let server = TestServer::start_with(config_for(&dir)).await;
     let mut c = server.client().await;
-    let got = dump(&mut c, &["acme", "beta"]).await;
+    let got = as_released(dump(&mut c, &["acme", "beta"]).await);
     let want: Vec<&str> = expected.lines().collect();
     assert_eq!(got.len(), want.len(), "record count");
     for (g, w) in got.iter().zip(&want) {
@@ -257,7 +276,7 @@ async fn a_format_4_data_dir_serves_exactly_what_it_served() {
     let want: Vec<&str> = expected.lines().collect();
     let server = TestServer::start_with(config_for(&dir)).await;
     let mut c = server.client().await;
-    assert_same_records(&dump_v4(&mut c).await, &want);
+    assert_same_records(&as_released(dump_v4(&mut c).await), &want);
 
     // The stored idempotency keys still answer retries: the append and the
     // handoff replay, and write nothing.
@@ -281,7 +300,7 @@ async fn a_format_4_data_dir_serves_exactly_what_it_served() {
         .into_inner();
     assert!(h.replayed, "the keyed handoff replays");
     assert_eq!(h.session.unwrap().lease_epoch, 2);
-    assert_same_records(&dump_v4(&mut c).await, &want);
+    assert_same_records(&as_released(dump_v4(&mut c).await), &want);
 
     // The search index (not in the fixture) was rebuilt from the store.
     let hits = search_until(&mut c, "acme", "user:ann", "refund duplicate", |h| {

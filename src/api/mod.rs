@@ -18,7 +18,7 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use self::admit::{admit, admit_named};
+use self::admit::{admit, admit_named, Need};
 use self::status::CONSISTENCY_TOKEN;
 use crate::config::auth::Role;
 use crate::memory::summary::Attempt;
@@ -107,8 +107,15 @@ impl MemoryApi {
     }
 }
 
+/// The span of one request. Its fields are the client's values before any
+/// check, so they are cut to a loggable length.
 fn span(rpc: &'static str, namespace: &str, session_id: &str) -> tracing::Span {
-    tracing::info_span!("rpc", rpc, namespace, session_id)
+    tracing::info_span!(
+        "rpc",
+        rpc,
+        namespace = %admit::loggable(namespace),
+        session_id = %admit::loggable(session_id)
+    )
 }
 
 fn non_empty(s: String) -> Option<String> {
@@ -457,13 +464,22 @@ impl MemoryService for MemoryApi {
         &self,
         request: Request<pb::ResolveReviewItemRequest>,
     ) -> Result<Response<pb::ResolveReviewItemResponse>, Status> {
-        let r = admit(request, Role::Write)?;
+        let (r, by_key) = admit_named(request, Need::Review)?;
         let span = span("ResolveReviewItem", &r.namespace, "");
         async move {
             let status = summaries::resolution(r.status)?;
             let item = self
                 .memory
-                .resolve_review_item(&r.namespace, &r.review_id, status, &r.reviewer, &r.comment)
+                .resolve_review_item(
+                    &r.namespace,
+                    &r.review_id,
+                    status,
+                    crate::memory::summary::Reviewer {
+                        name: &r.reviewer,
+                        key: &by_key,
+                    },
+                    &r.comment,
+                )
                 .await?;
             Ok(Response::new(pb::ResolveReviewItemResponse {
                 item: Some(item.into()),
@@ -535,6 +551,7 @@ impl MemoryService for MemoryApi {
                 &r.namespace,
                 &r.session_id,
                 r.from_seq,
+                r.observer,
             )
             .await?;
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx)

@@ -182,6 +182,7 @@ impl From<AuditRecord> for pb::AuditRecord {
                 as i32,
             reviewer: a.reviewer,
             comment: a.comment,
+            reviewer_key: a.reviewer_key,
         }
     }
 }
@@ -199,6 +200,7 @@ impl From<ReviewItem> for pb::ReviewItem {
             comment: r.comment,
             create_time: Some(timestamp(r.created_at)),
             resolve_time: (r.resolved_at != 0).then(|| timestamp(r.resolved_at)),
+            reviewer_key: r.reviewer_key,
         }
     }
 }

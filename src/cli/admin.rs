@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use crate::config::{Config, Overrides, StoreKind};
 use crate::search::SearchIndex;
-use crate::server::auth::{self, Role};
+use crate::server::auth::{self, Permission, Role};
 use crate::store::dump::{self, Scope};
 use crate::store::engine::Engine;
 use crate::store::{PgStore, SledStore, Store};
@@ -26,6 +26,11 @@ pub enum KeyCommand {
         /// What the key may do.
         #[arg(long, value_enum, default_value = "write")]
         role: Role,
+        /// A right beside the role (repeat the flag): `review` lets the key
+        /// approve and reject review items. Give it to the keys of the
+        /// people who review, never to an agent's key.
+        #[arg(long = "permission", value_enum)]
+        permissions: Vec<Permission>,
         /// A label for logs.
         #[arg(long, default_value = "agent")]
         name: String,
@@ -41,6 +46,7 @@ pub fn key(cmd: KeyCommand) -> Result<(), String> {
         KeyCommand::Create {
             namespace,
             role,
+            permissions,
             name,
             json,
         } => {
@@ -50,11 +56,15 @@ pub fn key(cmd: KeyCommand) -> Result<(), String> {
             let (key, sha256) = auth::new_key().map_err(|e| e.to_string())?;
             // The config spells roles in lowercase.
             let role = role.name().to_lowercase();
+            let mut permissions: Vec<&str> = permissions.iter().map(|p| p.name()).collect();
+            permissions.sort_unstable();
+            permissions.dedup();
             if json {
-                let v = serde_json::json!({
-                    "key": key,
-                    "config": {"name": name, "namespace": namespace, "role": role, "sha256": sha256},
-                });
+                let mut config = serde_json::json!({"name": name, "namespace": namespace, "role": role, "sha256": sha256});
+                if !permissions.is_empty() {
+                    config["permissions"] = serde_json::json!(permissions);
+                }
+                let v = serde_json::json!({"key": key, "config": config});
                 println!("{v}");
                 return Ok(());
             }
@@ -64,6 +74,10 @@ pub fn key(cmd: KeyCommand) -> Result<(), String> {
             println!("name = {}", toml_string(&name));
             println!("namespace = {}", toml_string(&namespace));
             println!("role = \"{role}\"");
+            if !permissions.is_empty() {
+                let list: Vec<String> = permissions.iter().map(|p| toml_string(p)).collect();
+                println!("permissions = [{}]", list.join(", "));
+            }
             println!("sha256 = \"{sha256}\"");
             Ok(())
         }
@@ -196,9 +210,7 @@ pub fn export(args: ExportArgs) -> Result<(), String> {
         session: args.session,
     };
     let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?,
-        )),
+        Some(p) => Box::new(std::io::BufWriter::new(super::create_private_file(p)?)),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
     let n = dump::export(

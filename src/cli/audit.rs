@@ -93,6 +93,7 @@ fn record_json(r: &pb::AuditRecord) -> Value {
         "health_flags": r.health_flags,
         "review_id": r.review_id,
         "reviewer": r.reviewer,
+        "reviewer_key": r.reviewer_key,
         "comment": r.comment,
     })
 }
@@ -125,7 +126,15 @@ fn print_record(r: &pb::AuditRecord) {
         println!("  {f}");
     }
     if !r.review_id.is_empty() {
-        println!("  review {} by {}: {}", r.review_id, r.reviewer, r.comment);
+        let key = if r.reviewer_key.is_empty() {
+            String::new()
+        } else {
+            format!(" (key {})", r.reviewer_key)
+        };
+        println!(
+            "  review {} by {}{key}: {}",
+            r.review_id, r.reviewer, r.comment
+        );
     }
 }
 

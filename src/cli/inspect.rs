@@ -16,12 +16,14 @@ pub struct InspectArgs {
     /// opened by its URL).
     #[arg(long, short, env = "MNEMO_NAMESPACE")]
     namespace: Option<String>,
-    /// Serve on a non-loopback address. The inspector has no login of its
-    /// own: whoever reaches it acts with its API key.
+    /// Serve on a non-loopback address (needs --allowed-host). The
+    /// inspector has no login of its own: whoever reaches it acts with its
+    /// API key.
     #[arg(long)]
     allow_remote: bool,
-    /// Host names accepted in requests besides loopback ones (repeat the
-    /// flag); needed when browsers reach the inspector by another name.
+    /// A Host name (NAME or NAME:PORT) accepted in requests besides
+    /// loopback names from this machine (repeat the flag); required with
+    /// --allow-remote.
     #[arg(long = "allowed-host")]
     allowed_hosts: Vec<String>,
     /// Most live session pages (server-sent event streams) open at once.
@@ -34,13 +36,14 @@ pub struct InspectArgs {
 /// Connects to the daemon, then serves the inspector until a shutdown
 /// signal.
 pub async fn inspect(args: InspectArgs) -> Result<(), String> {
-    if !args.http.ip().is_loopback() && !args.allow_remote {
-        return Err(format!(
-            "refusing to serve the inspector on {}, a non-loopback address: whoever reaches it \
-             reads (and, with a writer's key, changes) memory with this API key. Use a loopback \
-             address (127.0.0.1), or pass --allow-remote behind your own authentication",
-            args.http
-        ));
+    let warning = super::remote::check(
+        "inspector",
+        args.http,
+        args.allow_remote,
+        &args.allowed_hosts,
+    )?;
+    if let Some(w) = warning {
+        eprintln!("mnemo inspect: {w}");
     }
     let client = connect(&args.client).await?;
     let inspector = Inspector::new(

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use super::{connect, ClientArgs};
 use crate::config::{data_home, Config, LogFormat, StoreKind};
+use crate::hosts::HostPolicy;
 use crate::mcp::{Tools, MAX_TOKENS_RANGE};
 use crate::server::{in_process, shutdown_signal, Daemon};
 
@@ -27,8 +28,13 @@ pub struct McpArgs {
     /// Serve Streamable HTTP on this address (at /mcp) instead of stdio.
     #[arg(long, env = "MNEMO_MCP_HTTP")]
     http: Option<SocketAddr>,
-    /// Host names accepted in HTTP requests besides loopback ones (repeat
-    /// the flag); needed when clients reach the server by another name.
+    /// Serve HTTP on a non-loopback address (needs --allowed-host): whoever
+    /// reaches it uses this API key's tools.
+    #[arg(long)]
+    allow_remote: bool,
+    /// A Host name (NAME or NAME:PORT) accepted in HTTP requests besides
+    /// loopback names from this machine (repeat the flag); required with
+    /// --allow-remote.
     #[arg(long = "allowed-host")]
     allowed_hosts: Vec<String>,
     /// Most tokens one tool result may take (256 to 32000).
@@ -63,6 +69,13 @@ pub async fn mcp(args: McpArgs) -> Result<(), String> {
     }
     if args.embedded {
         return embedded(args).await;
+    }
+    if let Some(addr) = args.http {
+        let warning =
+            super::remote::check("MCP server", addr, args.allow_remote, &args.allowed_hosts)?;
+        if let Some(w) = warning {
+            eprintln!("mnemo mcp: {w}");
+        }
     }
     let client = connect(&args.client).await?;
     let tools = Tools::new(client, &args.namespace, args.max_result_tokens);
@@ -187,17 +200,7 @@ async fn serve(
                 .map_err(|e| format!("listener has no address: {e}"))?;
             // Tests and scripts read this line to learn the port.
             eprintln!("mnemo mcp: listening on http://{bound}/mcp");
-            let hosts = if allowed_hosts.is_empty() {
-                Vec::new()
-            } else {
-                let mut h = vec![
-                    "localhost".to_owned(),
-                    "127.0.0.1".to_owned(),
-                    "::1".to_owned(),
-                ];
-                h.extend(allowed_hosts);
-                h
-            };
+            let hosts = HostPolicy::new(allowed_hosts);
             crate::mcp::serve_http(tools, listener, hosts, bearer, shutdown).await
         }
     }

@@ -10,6 +10,7 @@ mod json;
 mod knowledge;
 mod mcp;
 mod pipe;
+mod remote;
 mod retention;
 mod serve;
 mod sessions;
@@ -294,6 +295,23 @@ enum RoleArg {
     Tool,
 }
 
+/// Creates (or truncates) `path` for an export, readable by its owner only
+/// (0600 on Unix): exports hold turns and subjects' data in clear.
+pub(crate) fn create_private_file(path: &std::path::Path) -> Result<std::fs::File, String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    // An existing file keeps its mode through open(): set it.
+    #[cfg(unix)]
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
+    Ok(file)
+}
+
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -529,6 +547,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     namespace: target.namespace,
                     session_id: target.session,
                     from_seq: from,
+                    observer: false,
                 })
                 .await
                 .map_err(status_line)?

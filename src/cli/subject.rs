@@ -77,10 +77,7 @@ pub async fn subject(cmd: SubjectCommand) -> Result<(), String> {
                 .map_err(status_line)?
                 .into_inner();
             let mut out: Box<dyn Write> = match &output {
-                Some(p) => Box::new(std::io::BufWriter::new(
-                    std::fs::File::create(p)
-                        .map_err(|e| format!("cannot create {}: {e}", p.display()))?,
-                )),
+                Some(p) => Box::new(std::io::BufWriter::new(super::create_private_file(p)?)),
                 None => Box::new(std::io::BufWriter::new(std::io::stdout())),
             };
             let mut n = 0u64;

@@ -16,9 +16,10 @@ pub enum Role {
     /// watch.
     Read,
     /// Also create, append, close, summarize, hand off, put and delete
-    /// facts, update actions, resolve review items.
+    /// facts, update actions.
     Write,
-    /// Also delete whole sessions.
+    /// Also delete whole sessions, erase and export subjects, list
+    /// erasures, and resolve review items.
     Admin,
 }
 
@@ -29,6 +30,38 @@ impl Role {
             Role::Read => "READ",
             Role::Write => "WRITE",
             Role::Admin => "ADMIN",
+        }
+    }
+}
+
+/// A right granted beside the role order: a key holds it or not whatever
+/// its role, and no role below ADMIN implies it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    /// Approve or reject review items (ResolveReviewItem). The review
+    /// queue is there so that a person checks the agent, so the agent's
+    /// own write key must not hold it: give it to the reviewers' keys.
+    Review,
+}
+
+impl Permission {
+    /// The permission's name as the config spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Permission::Review => "review",
         }
     }
 }
@@ -46,6 +79,9 @@ pub struct KeyConfig {
     pub namespace: String,
     /// What the key may do there.
     pub role: Role,
+    /// Rights beside the role (`permissions = ["review"]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<Permission>,
     /// Lowercase hex SHA-256 of the key, as `mnemo key create` prints it.
     pub sha256: String,
 }
@@ -99,8 +135,31 @@ impl AuthConfig {
     }
 }
 
+/// Refuses keys that would cross the network in clear: auth on, a
+/// non-loopback address and no TLS, unless the operator said so
+/// (`allow_plaintext_keys_off_loopback`, for a daemon behind a
+/// TLS-terminating proxy).
+pub fn plaintext_keys_check(
+    auth: &AuthConfig,
+    loopback: bool,
+    tls: bool,
+    allowed: bool,
+) -> Result<()> {
+    if auth.enabled(loopback) && !loopback && !tls && !allowed {
+        return Err(Error::invalid(
+            "refusing to accept API keys in clear: the daemon listens on a non-loopback address \
+             without TLS, so every key (and every turn) would cross the network readable by anyone \
+             on the path. Configure [tls] (or --tls-cert/--tls-key), or listen on 127.0.0.1; behind \
+             a TLS-terminating proxy on a private link, set allow_plaintext_keys_off_loopback = true \
+             (--allow-plaintext-keys-off-loopback true) to accept the risk",
+        ));
+    }
+    Ok(())
+}
+
 /// Parses a key given on the command line or in `MNEMO_AUTH_KEYS`:
-/// `NAME:NAMESPACE:ROLE:SHA256`. The hash is checked with the rest of the
+/// `NAME:NAMESPACE:ROLE:SHA256`, the role optionally followed by
+/// permissions (`write+review`). The hash is checked with the rest of the
 /// configuration ([`AuthConfig::validate`]).
 pub fn parse_key_flag(text: &str) -> std::result::Result<KeyConfig, String> {
     let parts: Vec<&str> = text.trim().split(':').collect();
@@ -110,6 +169,16 @@ pub fn parse_key_flag(text: &str) -> std::result::Result<KeyConfig, String> {
             parts.len()
         ));
     };
+    let mut granted = role.split('+');
+    let role = granted.next().unwrap_or_default();
+    let permissions = granted
+        .map(|p| match p.to_ascii_lowercase().as_str() {
+            "review" => Ok(Permission::Review),
+            other => Err(format!(
+                "unknown permission {other:?} after the role (the one permission is review, as in write+review)"
+            )),
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
     let role = match role.to_ascii_lowercase().as_str() {
         "read" => Role::Read,
         "write" => Role::Write,
@@ -123,6 +192,7 @@ pub fn parse_key_flag(text: &str) -> std::result::Result<KeyConfig, String> {
         name: name.to_owned(),
         namespace: namespace.to_owned(),
         role,
+        permissions,
         sha256: sha256.to_owned(),
     })
 }
@@ -144,6 +214,14 @@ mod tests {
             ("ci", "team-a", Role::Write, "ab")
         );
         assert_eq!(parse_key_flag("ops:*:ADMIN:cd").unwrap().role, Role::Admin);
+        let reviewer = parse_key_flag("lea:team-a:read+review:ab").unwrap();
+        assert_eq!(
+            (reviewer.role, reviewer.permissions),
+            (Role::Read, vec![Permission::Review])
+        );
+        assert!(parse_key_flag("ci:team-a:write+owner:ab")
+            .unwrap_err()
+            .contains("permission"));
         assert!(parse_key_flag("ci:team-a:write")
             .unwrap_err()
             .contains("four fields"));

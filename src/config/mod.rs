@@ -85,6 +85,10 @@ pub struct Limits {
     pub watch_buffer: usize,
     /// Open WatchSession streams allowed per namespace.
     pub max_watches_per_namespace: usize,
+    /// Of those, most that observers (the inspector's live pages,
+    /// `observer = true`) may hold: the rest stays for the agents' own
+    /// watches. Below `max_watches_per_namespace`; unset: half of it.
+    pub max_observer_watches_per_namespace: Option<usize>,
     /// Longest a search or a bundle's retrieval waits for the index to
     /// apply the writes acknowledged before it (read-your-writes), in
     /// milliseconds. Past it, a read without a consistency token is
@@ -97,6 +101,15 @@ pub struct Limits {
     /// How often retention policies (`[[retention]]`) are applied, in
     /// seconds.
     pub retention_sweep_secs: u64,
+}
+
+impl Limits {
+    /// Most watches observers may hold in one namespace (see
+    /// [`Limits::max_observer_watches_per_namespace`]).
+    pub fn observer_watches(&self) -> usize {
+        self.max_observer_watches_per_namespace
+            .unwrap_or(self.max_watches_per_namespace / 2)
+    }
 }
 
 impl Default for Limits {
@@ -114,6 +127,7 @@ impl Default for Limits {
             shutdown_grace_secs: 10,
             watch_buffer: 256,
             max_watches_per_namespace: 64,
+            max_observer_watches_per_namespace: None,
             read_your_writes_wait_ms: 2000,
             erase_take_over_secs: 30,
             retention_sweep_secs: 3600,
@@ -188,6 +202,11 @@ pub struct Config {
     pub auth: AuthConfig,
     /// TLS for the gRPC listener (`[tls]`); plaintext when unset.
     pub tls: Option<TlsConfig>,
+    /// Accept API keys over plaintext on a non-loopback address
+    /// (`--allow-plaintext-keys-off-loopback`). Off: such a daemon refuses
+    /// to start, since every key would cross the network in clear. For a
+    /// daemon behind a TLS-terminating proxy on a private link only.
+    pub allow_plaintext_keys_off_loopback: bool,
     /// The model that writes summaries (`[model]`); off by default.
     pub model: ModelConfig,
     /// The shared database of `store = "postgres"` (`[postgres]`).
@@ -223,6 +242,7 @@ impl Default for Config {
             summaries: SummaryConfig::default(),
             auth: AuthConfig::default(),
             tls: None,
+            allow_plaintext_keys_off_loopback: false,
             model: ModelConfig::default(),
             postgres: PostgresConfig::default(),
             retention: Vec::new(),
@@ -277,6 +297,11 @@ pub struct Overrides {
     /// (PEM). Needs TLS (flags or the file's `[tls]`).
     #[arg(long, env = "MNEMO_TLS_CLIENT_CA")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Accept API keys without TLS on a non-loopback address: keys then
+    /// cross the network in clear (only behind a TLS-terminating proxy on
+    /// a private link) [default: refuse to start].
+    #[arg(long, env = "MNEMO_ALLOW_PLAINTEXT_KEYS_OFF_LOOPBACK")]
+    pub allow_plaintext_keys_off_loopback: Option<bool>,
     /// Require an API key on every call (`auth.required`) [default: when
     /// listening beyond loopback or keys are configured].
     #[arg(long, env = "MNEMO_AUTH_REQUIRED")]
@@ -365,6 +390,9 @@ impl Config {
         if let Some(v) = overrides.auth_required {
             c.auth.required = Some(v);
         }
+        if let Some(v) = overrides.allow_plaintext_keys_off_loopback {
+            c.allow_plaintext_keys_off_loopback = v;
+        }
         c.auth.keys.extend(overrides.auth_keys.iter().cloned());
         if let Some(v) = overrides.summarizer {
             c.model.summarizer = v;
@@ -421,6 +449,16 @@ impl Config {
                 "limits.max_turns_per_append, limits.max_page_size, limits.sync_queue, limits.watch_buffer, limits.erase_take_over_secs and limits.retention_sweep_secs must be positive",
             ));
         }
+        if l.max_observer_watches_per_namespace
+            .is_some_and(|n| n == 0 || n >= l.max_watches_per_namespace)
+        {
+            return Err(Error::invalid(format!(
+                "limits.max_observer_watches_per_namespace must be from 1 to \
+                 limits.max_watches_per_namespace - 1 ({}): observers (the inspector) must leave \
+                 room for the agents' own watches",
+                l.max_watches_per_namespace.saturating_sub(1)
+            )));
+        }
         let sm = &self.summaries;
         if sm.queue == 0 || !(1..=100).contains(&sm.token_threshold_percent) {
             return Err(Error::invalid(
@@ -442,6 +480,12 @@ impl Config {
             ));
         }
         self.auth.validate(self.listen.ip().is_loopback())?;
+        auth::plaintext_keys_check(
+            &self.auth,
+            self.listen.ip().is_loopback(),
+            self.tls.is_some(),
+            self.allow_plaintext_keys_off_loopback,
+        )?;
         retention::validate(&self.retention)?;
         Ok(())
     }

@@ -1,9 +1,12 @@
 //! What every request passes before a page handler sees it: a `Host` the
-//! inspector answers to (loopback names unless others are allowed, against
-//! DNS rebinding), same-origin writes, the CSRF cookie, and headers that
+//! inspector answers to (`crate::hosts`: loopback names from loopback
+//! peers, and the names the operator allowed, against DNS rebinding and
+//! forged hosts), same-origin writes, the CSRF cookie, and headers that
 //! keep the browser from running anything but our own scripts.
 
-use axum::extract::{Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -11,7 +14,10 @@ use subtle::ConstantTimeEq;
 
 use super::Inspector;
 
-/// Name of the cookie that carries the CSRF token.
+/// Name of the cookie that carries the CSRF token, followed by `_PORT`
+/// once the inspector serves on a port: cookies are shared by every port
+/// of a host, so two inspectors on one machine would otherwise overwrite
+/// each other's token.
 pub const CSRF_COOKIE: &str = "mnemo_csrf";
 
 /// Only our own files run or style the page; nothing is framed, and forms
@@ -19,55 +25,28 @@ pub const CSRF_COOKIE: &str = "mnemo_csrf";
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// Whether `host` (a `Host` header value, port included or not) names this
-/// machine's loopback interface.
-pub fn is_loopback_host(host: &str) -> bool {
-    let name = strip_port(host);
-    if name.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    let bare = name.trim_start_matches('[').trim_end_matches(']');
-    bare.parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_loopback())
-}
-
-fn strip_port(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        // [v6]:port
-        return match rest.find(']') {
-            Some(end) => &host[..end + 2],
-            None => host,
-        };
-    }
-    match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    }
-}
-
-fn host_allowed(inspector: &Inspector, host: &str) -> bool {
-    is_loopback_host(host)
-        || inspector
-            .inner
-            .allowed_hosts
-            .iter()
-            .any(|h| h.eq_ignore_ascii_case(strip_port(host)))
+fn host_allowed(inspector: &Inspector, host: &str, peer: Option<SocketAddr>) -> bool {
+    inspector.inner.hosts.allows(host, peer)
 }
 
 /// The middleware: refuses unknown hosts and cross-origin writes, then
 /// adds the security headers and the CSRF cookie to the response.
 pub async fn check(State(inspector): State<Inspector>, request: Request, next: Next) -> Response {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
     let host = request
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    if !host_allowed(&inspector, &host) {
+    if !host_allowed(&inspector, &host, peer) {
         return refuse(
             StatusCode::MISDIRECTED_REQUEST,
-            "this inspector answers only to loopback host names; start it with --allowed-host NAME \
-             to reach it by another name",
+            "this inspector answers only to loopback host names from this machine and to the \
+             names given with --allowed-host NAME[:PORT]",
         );
     }
     let safe = matches!(*request.method(), Method::GET | Method::HEAD);
@@ -95,7 +74,8 @@ pub async fn check(State(inspector): State<Inspector>, request: Request, next: N
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     let cookie = format!(
-        "{CSRF_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+        "{}={}; Path=/; HttpOnly; SameSite=Strict",
+        inspector.csrf_cookie(),
         inspector.csrf()
     );
     if let Ok(v) = HeaderValue::from_str(&cookie) {
@@ -120,13 +100,14 @@ fn same_origin(headers: &HeaderMap, host: &str) -> bool {
 /// (`form_token`) and in its cookie (which only a same-site page sends).
 pub fn token_ok(inspector: &Inspector, headers: &HeaderMap, form_token: &str) -> bool {
     let secret = inspector.csrf().as_bytes();
+    let name = inspector.csrf_cookie();
     let cookie_ok = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|c| c.trim().split_once('='))
-        .any(|(k, v)| k == CSRF_COOKIE && bool::from(v.as_bytes().ct_eq(secret)));
+        .any(|(k, v)| k == name && bool::from(v.as_bytes().ct_eq(secret)));
     cookie_ok && bool::from(form_token.as_bytes().ct_eq(secret))
 }
 
@@ -142,30 +123,6 @@ fn refuse(code: StatusCode, message: &'static str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_hosts_with_and_without_ports() {
-        for h in [
-            "localhost",
-            "localhost:8787",
-            "127.0.0.1",
-            "127.0.0.1:8787",
-            "127.1.2.3:1",
-            "[::1]",
-            "[::1]:8787",
-        ] {
-            assert!(is_loopback_host(h), "{h}");
-        }
-        for h in [
-            "example.org",
-            "10.0.0.1:8787",
-            "[2001:db8::1]:80",
-            "localhost.evil:80",
-            "",
-        ] {
-            assert!(!is_loopback_host(h), "{h}");
-        }
-    }
 
     #[test]
     fn origin_must_name_the_requested_host() {

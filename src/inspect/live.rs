@@ -38,6 +38,18 @@ pub async fn events(
     Query(q): Query<LiveQuery>,
     headers: HeaderMap,
 ) -> Result<Response, PageError> {
+    // A stream holds one of the daemon's watches for as long as it is
+    // open: another site's page must not open them in the user's browser.
+    if headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"))
+    {
+        return Ok((
+            axum::http::StatusCode::FORBIDDEN,
+            "cross-site live stream refused: open the session page of this inspector",
+        )
+            .into_response());
+    }
     let permit = inspector
         .inner
         .live
@@ -55,12 +67,21 @@ pub async fn events(
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
     let after = q.after.max(resumed);
+    // The first turn to send; none can follow u64::MAX.
+    let from_seq = after.checked_add(1).ok_or_else(|| {
+        PageError::BadRequest(format!(
+            "after={after} is beyond any turn: no turn can follow it"
+        ))
+    })?;
     let mut watch = inspector
         .client()
         .watch_session(pb::WatchSessionRequest {
             namespace: ns.clone(),
             session_id: id.clone(),
-            from_seq: after + 1,
+            from_seq,
+            // A person's view: the daemon keeps the rest of the
+            // namespace's watches for the agents.
+            observer: true,
         })
         .await?
         .into_inner();

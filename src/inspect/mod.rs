@@ -9,7 +9,7 @@
 //! vendored copy of htmx and a few lines of our own script, from this
 //! binary, never from a CDN. Writes (review decisions) need the CSRF token
 //! of this process and a same-origin request; the daemon decides whether
-//! the key may write.
+//! the key may resolve review items (ADMIN or the review permission).
 
 mod assets;
 mod bundle;
@@ -27,12 +27,13 @@ mod summary;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::MemoryClient;
+use crate::hosts::HostPolicy;
 use crate::pb;
 
 /// Turns per page of a session's conversation.
@@ -41,9 +42,10 @@ pub const TURNS_PER_PAGE: u64 = 100;
 pub const SESSIONS_PER_PAGE: u32 = 100;
 /// Most sessions the namespace totals and chart walk through.
 pub const MAX_SESSIONS_COUNTED: usize = 10_000;
-/// Default for [`Settings::max_live_streams`]: the daemon's default
-/// number of watches per namespace.
-pub const MAX_LIVE_STREAMS: usize = 64;
+/// Default for [`Settings::max_live_streams`]: well below the daemon's
+/// default share of a namespace's watches for observers (32 of 64), so an
+/// inspector left open in many tabs never takes the agents' places.
+pub const MAX_LIVE_STREAMS: usize = 16;
 /// Largest gRPC message the inspector accepts (a bundle of a million
 /// tokens, a page of large turns).
 const MAX_MESSAGE_BYTES: usize = 64 << 20;
@@ -53,7 +55,8 @@ const MAX_MESSAGE_BYTES: usize = 64 << 20;
 pub struct Settings {
     /// Where `/` leads.
     pub default_namespace: Option<String>,
-    /// `Host` names accepted besides loopback ones (DNS rebinding
+    /// `Host` names (`name` or `name:port`) accepted besides loopback
+    /// ones from loopback peers (DNS rebinding and forged-host
     /// protection).
     pub allowed_hosts: Vec<String>,
     /// Most live pages (server-sent event streams) open at once; one more
@@ -84,10 +87,14 @@ struct Shared {
     /// Per-process CSRF secret, sent in a SameSite cookie and in every
     /// write form.
     csrf: String,
-    /// `Host` names accepted besides loopback ones.
-    allowed_hosts: Vec<String>,
-    /// Whether the key may write, per namespace (asked once).
-    writable: Mutex<HashMap<String, bool>>,
+    /// The cookie's name: `mnemo_csrf_PORT` once serving (see
+    /// `guard::CSRF_COOKIE`).
+    csrf_cookie: std::sync::OnceLock<String>,
+    /// `Host` names accepted.
+    hosts: HostPolicy,
+    /// Whether the key may resolve review items, per namespace (asked
+    /// once).
+    reviewable: Mutex<HashMap<String, bool>>,
     live: Arc<Semaphore>,
     max_live_streams: usize,
     /// Cancelled at shutdown: ends the live streams, which would otherwise
@@ -111,8 +118,9 @@ impl Inspector {
                     .max_encoding_message_size(MAX_MESSAGE_BYTES),
                 default_namespace: settings.default_namespace.filter(|n| !n.trim().is_empty()),
                 csrf: hex::encode(secret),
-                allowed_hosts: settings.allowed_hosts,
-                writable: Mutex::new(HashMap::new()),
+                csrf_cookie: std::sync::OnceLock::new(),
+                hosts: HostPolicy::new(settings.allowed_hosts),
+                reviewable: Mutex::new(HashMap::new()),
                 live: Arc::new(Semaphore::new(settings.max_live_streams)),
                 max_live_streams: settings.max_live_streams,
                 stop: CancellationToken::new(),
@@ -128,12 +136,20 @@ impl Inspector {
         &self.inner.csrf
     }
 
-    /// Whether the key may write in `namespace`. Asked of the daemon once
-    /// with a write request that names no item: auth is checked before the
-    /// request, so a reader's key gets PERMISSION_DENIED and a writer's
-    /// INVALID_ARGUMENT; nothing is written either way.
-    async fn may_write(&self, namespace: &str) -> bool {
-        if let Some(known) = self.lock_writable().get(namespace) {
+    fn csrf_cookie(&self) -> &str {
+        self.inner
+            .csrf_cookie
+            .get()
+            .map_or(guard::CSRF_COOKIE, String::as_str)
+    }
+
+    /// Whether the key may resolve review items in `namespace` (ADMIN, or
+    /// the review permission). Asked of the daemon once with a
+    /// ResolveReviewItem that names no item: auth is checked before the
+    /// request, so a key without the right gets PERMISSION_DENIED and one
+    /// with it INVALID_ARGUMENT; nothing is written either way.
+    async fn may_review(&self, namespace: &str) -> bool {
+        if let Some(known) = self.lock_reviewable().get(namespace) {
             return *known;
         }
         let probe = self
@@ -143,7 +159,7 @@ impl Inspector {
                 ..Default::default()
             })
             .await;
-        let writable = match probe {
+        let reviewable = match probe {
             Ok(_) => true,
             Err(s) => match s.code() {
                 tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => false,
@@ -156,36 +172,72 @@ impl Inspector {
                 _ => return false,
             },
         };
-        self.lock_writable().insert(namespace.to_owned(), writable);
-        writable
+        self.lock_reviewable()
+            .insert(namespace.to_owned(), reviewable);
+        reviewable
     }
 
-    fn lock_writable(&self) -> std::sync::MutexGuard<'_, HashMap<String, bool>> {
+    fn lock_reviewable(&self) -> std::sync::MutexGuard<'_, HashMap<String, bool>> {
         // A panic while holding this lock leaves a plain map behind; the
         // worst a stale entry does is show or hide a form the daemon
         // checks anyway.
         self.inner
-            .writable
+            .reviewable
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
+/// Every path the inspector serves, in the order the router adds them.
+const PATHS: [&str; 12] = [
+    "/",
+    "/static/{file}",
+    "/ns/{ns}/sessions",
+    "/ns/{ns}/sessions/{id}",
+    "/ns/{ns}/sessions/{id}/events",
+    "/ns/{ns}/sessions/{id}/handoffs",
+    "/ns/{ns}/sessions/{id}/diff",
+    "/ns/{ns}/sessions/{id}/bundle",
+    "/ns/{ns}/subjects/{subject}",
+    "/ns/{ns}/search",
+    "/ns/{ns}/review",
+    "/ns/{ns}/review/{review_id}",
+];
+
+/// The method and handler of `path`.
+fn route(path: &str) -> Option<(&'static str, MethodRouter<Inspector>)> {
+    Some(match path {
+        "/" => ("GET", get(sessions::home)),
+        "/static/{file}" => ("GET", get(assets::serve)),
+        "/ns/{ns}/sessions" => ("GET", get(sessions::list)),
+        "/ns/{ns}/sessions/{id}" => ("GET", get(session::show)),
+        "/ns/{ns}/sessions/{id}/events" => ("GET", get(live::events)),
+        "/ns/{ns}/sessions/{id}/handoffs" => ("GET", get(session::handoffs)),
+        "/ns/{ns}/sessions/{id}/diff" => ("GET", get(summary::diff_page)),
+        "/ns/{ns}/sessions/{id}/bundle" => ("GET", get(bundle::page_route)),
+        "/ns/{ns}/subjects/{subject}" => ("GET", get(subject::page_route)),
+        "/ns/{ns}/search" => ("GET", get(search::page_route)),
+        "/ns/{ns}/review" => ("GET", get(review::page_route)),
+        "/ns/{ns}/review/{review_id}" => ("POST", post(review::resolve)),
+        _ => return None,
+    })
+}
+
+/// Every (method, path) the router serves: the list the docs' access
+/// table is checked against.
+pub fn routes() -> Vec<(&'static str, &'static str)> {
+    PATHS
+        .iter()
+        .filter_map(|p| route(p).map(|(method, _)| (method, *p)))
+        .collect()
+}
+
 /// The inspector's routes.
 pub fn router(inspector: Inspector) -> Router {
-    Router::new()
-        .route("/", get(sessions::home))
-        .route("/static/{file}", get(assets::serve))
-        .route("/ns/{ns}/sessions", get(sessions::list))
-        .route("/ns/{ns}/sessions/{id}", get(session::show))
-        .route("/ns/{ns}/sessions/{id}/events", get(live::events))
-        .route("/ns/{ns}/sessions/{id}/handoffs", get(session::handoffs))
-        .route("/ns/{ns}/sessions/{id}/diff", get(summary::diff_page))
-        .route("/ns/{ns}/sessions/{id}/bundle", get(bundle::page_route))
-        .route("/ns/{ns}/subjects/{subject}", get(subject::page_route))
-        .route("/ns/{ns}/search", get(search::page_route))
-        .route("/ns/{ns}/review", get(review::page_route))
-        .route("/ns/{ns}/review/{review_id}", post(review::resolve))
+    PATHS
+        .iter()
+        .filter_map(|p| route(p).map(|(_, handler)| (*p, handler)))
+        .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
         .layer(axum::middleware::from_fn_with_state(
             inspector.clone(),
             guard::check,
@@ -200,7 +252,16 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let stop = inspector.inner.stop.clone();
-    axum::serve(listener, router(inspector))
+    if let Ok(addr) = listener.local_addr() {
+        let _ = inspector
+            .inner
+            .csrf_cookie
+            .set(format!("{}_{}", guard::CSRF_COOKIE, addr.port()));
+    }
+    // The peer's address lets the Host check tell a loopback client from
+    // a remote one that claims a loopback name.
+    let app = router(inspector).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             stop.cancel();

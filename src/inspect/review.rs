@@ -1,7 +1,8 @@
 //! The review queue: summaries of high-risk sessions whose irreversible
 //! actions wait for a person. Approve and reject are shown only when the
-//! inspector's key may write in the namespace; every decision carries the
-//! CSRF token, and the daemon checks the key's role whatever the page
+//! inspector's key may resolve review items in the namespace (ADMIN, or
+//! the review permission: an agent's write key may not); every decision
+//! carries the CSRF token, and the daemon checks the key whatever the page
 //! showed.
 
 use axum::extract::{Path, Query, State};
@@ -43,13 +44,13 @@ pub async fn page_route(
         .await?
         .into_inner()
         .items;
-    let writable = inspector.may_write(&ns).await;
+    let reviewable = inspector.may_review(&ns).await;
     let action = |id: &str| format!("{}/{}", ns_url(&ns, "review"), enc(id));
     let body = html! {
         h1 { "Review queue" }
         p.muted {
-            @if writable { "This inspector's key may approve and reject." }
-            @else { span #read-only { "This inspector's key may only read: no decision can be made here." } }
+            @if reviewable { "This inspector's key may approve and reject." }
+            @else { span #read-only { "This inspector's key may not resolve review items (that needs an ADMIN key or the review permission): no decision can be made here." } }
             " "
             @if q.all.is_some() { a href=(ns_url(&ns, "review")) { "Pending only" } }
             @else { a href={(ns_url(&ns, "review")) "?all=1"} { "Show resolved too" } }
@@ -63,9 +64,12 @@ pub async fn page_route(
                     td { a href={(session_url(&ns, &it.session_id)) "?v=" (it.summary_version)} { (it.session_id) " v" (it.summary_version) } div.muted { (layout::time(&it.create_time)) } }
                     td { ul { @for line in &it.items { li { (line) } } } }
                     td { span class={"badge " (st)} { (st) }
-                        @if !it.reviewer.is_empty() { div.muted { (it.reviewer) " " (layout::time(&it.resolve_time)) } div { (it.comment) } } }
+                        @if !it.reviewer.is_empty() {
+                            div.muted { (it.reviewer) @if !it.reviewer_key.is_empty() { " (key " (it.reviewer_key) ")" } " " (layout::time(&it.resolve_time)) }
+                            div { (it.comment) }
+                        } }
                     td {
-                        @if writable && it.status == pb::ReviewStatus::Pending as i32 {
+                        @if reviewable && it.status == pb::ReviewStatus::Pending as i32 {
                             form method="post" action=(action(&it.review_id)) {
                                 input type="hidden" name="csrf" value=(inspector.csrf());
                                 input name="reviewer" placeholder="your name" required;

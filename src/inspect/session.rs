@@ -8,7 +8,9 @@ use axum::extract::{Path, Query, State};
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::layout::{self, fragment, page, page_start, session_url, subject_url, PageResult};
+use super::layout::{
+    self, fragment, page, page_start, session_url, subject_url, PageError, PageResult,
+};
 use super::{chart, summary, Inspector, TURNS_PER_PAGE};
 use crate::pb;
 
@@ -92,7 +94,15 @@ pub async fn show(
         .unwrap_or_default();
     let last = session.next_seq.saturating_sub(1);
     let from = page_start(q.from.unwrap_or(last.max(1)));
-    let to = from + TURNS_PER_PAGE - 1;
+    // A client-chosen `from` near u64::MAX must not wrap into a page
+    // that starts after it ends.
+    let to = from.checked_add(TURNS_PER_PAGE - 1).ok_or_else(|| {
+        PageError::BadRequest(format!(
+            "from={} is beyond any turn (the largest page starts below {})",
+            from,
+            u64::MAX - TURNS_PER_PAGE
+        ))
+    })?;
     let (shown, removed) = if last >= from {
         turns(&inspector, &ns, &id, from, to).await?
     } else {
@@ -170,10 +180,10 @@ fn pager(ns: &str, id: &str, from: u64, last: u64) -> Markup {
         div.pager {
             @if from > 1 {
                 a href={(base) "?from=1"} { "first" }
-                a.prev href={(base) "?from=" (from - TURNS_PER_PAGE)} { "← earlier" }
+                a.prev href={(base) "?from=" (from.saturating_sub(TURNS_PER_PAGE).max(1))} { "← earlier" }
             }
-            @if from + TURNS_PER_PAGE <= last {
-                a.next href={(base) "?from=" (from + TURNS_PER_PAGE)} { "later →" }
+            @if let Some(next) = from.checked_add(TURNS_PER_PAGE).filter(|n| *n <= last) {
+                a.next href={(base) "?from=" (next)} { "later →" }
                 a href={(base) "?from=" (page_start(last))} { "last" }
             }
         }

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::tools::{MAX_LIST_LIMIT, MAX_REMEMBER_TURNS, MAX_SEARCH_LIMIT};
 use crate::client::MemoryClient;
+use crate::hosts::HostPolicy;
 
 /// Smallest and largest bound on a tool result, in tokens.
 pub const MAX_TOKENS_RANGE: std::ops::RangeInclusive<u32> = 256..=32_000;
@@ -90,23 +91,24 @@ pub async fn serve_stdio(tools: Tools) -> Result<(), String> {
 }
 
 /// Serves MCP over Streamable HTTP at `http://ADDR/mcp` until `shutdown`
-/// completes. Only loopback `Host` headers are accepted unless
-/// `allowed_hosts` names others (DNS rebinding protection). With
-/// `bearer`, every request must carry `Authorization: Bearer <it>`
+/// completes. A request is answered only when its `Host` is a loopback
+/// name and it comes from this machine, or `hosts` lists it (DNS
+/// rebinding and forged-host protection, see `crate::hosts`). With
+/// `bearer`, every request must also carry `Authorization: Bearer <it>`
 /// (the embedded store has no daemon in front to check keys).
 pub async fn serve_http(
     tools: Tools,
     listener: tokio::net::TcpListener,
-    allowed_hosts: Vec<String>,
+    hosts: HostPolicy,
     bearer: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let cancel = CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default();
     config.cancellation_token = cancel.clone();
-    if !allowed_hosts.is_empty() {
-        config.allowed_hosts = allowed_hosts;
-    }
+    // The Host check below knows the peer, which rmcp's cannot: it
+    // would accept `Host: 127.0.0.1` from any machine.
+    config.allowed_hosts = Vec::new();
     // A tool call's arguments: up to 64 turns of a few hundred KiB each.
     config.max_request_body_bytes = 16 * 1024 * 1024;
     let service: StreamableHttpService<Tools, LocalSessionManager> =
@@ -118,6 +120,12 @@ pub async fn serve_http(
             require_key,
         ));
     }
+    let app = app
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(hosts),
+            check_host,
+        ))
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
     let stop = cancel.clone();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -153,4 +161,32 @@ async fn require_key(
         "this MCP server needs `Authorization: Bearer <key>` (the key it was started with)\n",
     )
         .into_response()
+}
+
+/// Refuses (421) a request whose `Host` the policy does not accept from
+/// its peer.
+async fn check_host(
+    axum::extract::State(hosts): axum::extract::State<Arc<HostPolicy>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    let host = request
+        .headers()
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !hosts.allows(host, peer) {
+        return (
+            axum::http::StatusCode::MISDIRECTED_REQUEST,
+            "this MCP server answers only to loopback host names from this machine and to the \
+             names given with --allowed-host NAME[:PORT]",
+        )
+            .into_response();
+    }
+    next.run(request).await
 }

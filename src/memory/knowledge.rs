@@ -406,7 +406,10 @@ pub fn settle_episode(store: &dyn Store, ns: &str, session_id: &str) {
     });
     match saved {
         Ok(Some(e)) => {
-            tracing::info!(namespace = %ns, session_id, subject_id = %e.subject_id, "episode written")
+            // The subject by the hash its erasure record would use: an id
+            // in clear would outlive the subject's erasure in the logs.
+            let subject = crate::model::subject_sha256(ns, &e.subject_id);
+            tracing::info!(namespace = %ns, session_id, subject_sha256 = %subject, "episode written")
         }
         Ok(None) | Err(Error::NotFound(_)) => {}
         Err(e) => {

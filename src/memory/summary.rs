@@ -490,6 +490,7 @@ fn review_item(session: &Session, s: &SessionSummary) -> Option<ReviewItem> {
         comment: String::new(),
         created_at: s.created_at,
         resolved_at: 0,
+        reviewer_key: String::new(),
     })
 }
 
@@ -754,9 +755,10 @@ impl Memory {
         ns: &str,
         review_id: &str,
         status: ReviewStatus,
-        reviewer: &str,
+        by: Reviewer<'_>,
         comment: &str,
     ) -> Result<ReviewItem> {
+        let reviewer = by.name;
         check::id("namespace", ns)?;
         check::id("review_id", review_id)?;
         if status == ReviewStatus::Pending {
@@ -779,6 +781,7 @@ impl Memory {
             review_status: Some(status),
             reviewer: reviewer.to_owned(),
             comment: comment.to_owned(),
+            reviewer_key: by.key.to_owned(),
             ..AuditRecord::new(AuditKind::ReviewResolved, now_nanos())
         };
         let (ns, id) = (ns.to_owned(), review_id.to_owned());
@@ -789,6 +792,16 @@ impl Memory {
         })
         .await
     }
+}
+
+/// Who resolves a review item: the name the person typed, and the API
+/// key the request came with (which the caller cannot choose).
+#[derive(Debug, Clone, Copy)]
+pub struct Reviewer<'a> {
+    /// The reviewer's name as given (free text).
+    pub name: &'a str,
+    /// The acting key's configured name ("anyone" with auth off).
+    pub key: &'a str,
 }
 
 /// A pending review item resolved by `audit`'s reviewer; one resolved
@@ -807,6 +820,7 @@ fn resolve(item: &ReviewItem, status: ReviewStatus, audit: &AuditRecord) -> Resu
     item.status = status;
     item.reviewer = audit.reviewer.clone();
     item.comment = audit.comment.clone();
+    item.reviewer_key = audit.reviewer_key.clone();
     item.resolved_at = audit.created_at;
     Ok(item)
 }

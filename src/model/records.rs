@@ -67,10 +67,15 @@ pub struct AuditRecord {
     pub review_id: String,
     /// For review resolutions.
     pub review_status: Option<ReviewStatus>,
-    /// For review resolutions.
+    /// For review resolutions: the name the reviewer gave (free text).
     pub reviewer: String,
     /// For review resolutions.
     pub comment: String,
+    /// For review resolutions: the API key that acted (its configured
+    /// name; "anyone" with auth off), which the caller cannot choose.
+    /// Empty in records from before it was kept (format 5 and older).
+    #[serde(default)]
+    pub reviewer_key: String,
 }
 
 impl AuditRecord {
@@ -100,6 +105,7 @@ impl AuditRecord {
             review_status: None,
             reviewer: String::new(),
             comment: String::new(),
+            reviewer_key: String::new(),
         }
     }
 }
@@ -127,6 +133,9 @@ pub struct ReviewItem {
     pub created_at: UnixNanos,
     /// When resolved (0 = not yet).
     pub resolved_at: UnixNanos,
+    /// The API key that resolved it (see [`AuditRecord::reviewer_key`]).
+    #[serde(default)]
+    pub reviewer_key: String,
 }
 
 /// A summarizer's accumulated state for one session, stored with the

@@ -168,9 +168,10 @@ impl Runtime {
             search_consumer,
             memory.index_clock().clone(),
         ));
-        let hub = Arc::new(WatchHub::new(
+        let hub = Arc::new(WatchHub::with_observers(
             limits.watch_buffer,
             limits.max_watches_per_namespace,
+            limits.observer_watches(),
         ));
         let idle = Arc::new(IdleMarks::new(memory.store().clone()));
         let scheduler = Arc::new(Scheduler::start(memory.clone(), summaries));

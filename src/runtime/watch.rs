@@ -127,6 +127,8 @@ struct Channel {
 struct Inner {
     channels: HashMap<Key, Channel>,
     per_namespace: HashMap<String, usize>,
+    /// Of those, the observers' (people's views, not agents).
+    observers_per_namespace: HashMap<String, usize>,
 }
 
 /// The registry of watched sessions.
@@ -136,6 +138,8 @@ pub struct WatchHub {
     capacity: usize,
     /// Open watches allowed per namespace.
     max_per_namespace: usize,
+    /// Of those, most observers may hold: the rest is the agents'.
+    max_observers_per_namespace: usize,
     /// Set at shutdown: watch tasks end their streams.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -144,21 +148,35 @@ pub struct WatchHub {
 pub struct Subscription {
     hub: Arc<WatchHub>,
     key: Key,
+    observer: bool,
     rx: Option<broadcast::Receiver<Notice>>,
     closing: tokio::sync::watch::Receiver<bool>,
 }
 
 impl WatchHub {
     /// A hub buffering `capacity` notices per session and allowing
-    /// `max_per_namespace` open watches per namespace.
+    /// `max_per_namespace` open watches per namespace, half of them at
+    /// most to observers.
     pub fn new(capacity: usize, max_per_namespace: usize) -> WatchHub {
+        WatchHub::with_observers(capacity, max_per_namespace, max_per_namespace / 2)
+    }
+
+    /// As [`WatchHub::new`], with at most `max_observers_per_namespace` of
+    /// a namespace's watches held by observers.
+    pub fn with_observers(
+        capacity: usize,
+        max_per_namespace: usize,
+        max_observers_per_namespace: usize,
+    ) -> WatchHub {
         WatchHub {
             inner: Mutex::new(Inner {
                 channels: HashMap::new(),
                 per_namespace: HashMap::new(),
+                observers_per_namespace: HashMap::new(),
             }),
             capacity: capacity.max(1),
             max_per_namespace,
+            max_observers_per_namespace,
             closing: tokio::sync::watch::channel(false).0,
         }
     }
@@ -237,6 +255,18 @@ impl WatchHub {
 
     /// Registers a watcher; `RESOURCE_EXHAUSTED` over the namespace's cap.
     pub fn subscribe(self: &Arc<Self>, ns: &str, session_id: &str) -> Result<Subscription> {
+        self.subscribe_as(ns, session_id, false)
+    }
+
+    /// Registers a watcher, an `observer` (a person's view) or an agent;
+    /// `RESOURCE_EXHAUSTED` over the namespace's cap, or for an observer
+    /// over the observers' share of it.
+    pub fn subscribe_as(
+        self: &Arc<Self>,
+        ns: &str,
+        session_id: &str,
+        observer: bool,
+    ) -> Result<Subscription> {
         if *self.closing.borrow() {
             return Err(Error::Unavailable("the daemon is shutting down".into()));
         }
@@ -246,6 +276,20 @@ impl WatchHub {
             return Err(Error::ResourceExhausted(format!(
                 "namespace {ns:?} has {open} open watches, the limit (max_watches_per_namespace); close one first"
             )));
+        }
+        if observer {
+            let observing = inner.observers_per_namespace.get(ns).copied().unwrap_or(0);
+            if observing >= self.max_observers_per_namespace {
+                return Err(Error::ResourceExhausted(format!(
+                    "namespace {ns:?} has {observing} open observer watches (inspector live pages), \
+                     their share (max_observer_watches_per_namespace); the rest is kept for agents: \
+                     close a live page first"
+                )));
+            }
+            *inner
+                .observers_per_namespace
+                .entry(ns.to_owned())
+                .or_default() += 1;
         }
         *inner.per_namespace.entry(ns.to_owned()).or_default() += 1;
         let key = (ns.to_owned(), session_id.to_owned());
@@ -261,6 +305,7 @@ impl WatchHub {
         Ok(Subscription {
             hub: self.clone(),
             key,
+            observer,
             rx: Some(rx),
             closing: self.closing.subscribe(),
         })
@@ -313,6 +358,14 @@ impl Drop for Subscription {
                 inner.per_namespace.remove(&self.key.0);
             }
         }
+        if self.observer {
+            if let Some(n) = inner.observers_per_namespace.get_mut(&self.key.0) {
+                *n -= 1;
+                if *n == 0 {
+                    inner.observers_per_namespace.remove(&self.key.0);
+                }
+            }
+        }
     }
 }
 
@@ -338,12 +391,13 @@ pub async fn watch(
     ns: &str,
     session_id: &str,
     from_seq: u64,
+    observer: bool,
 ) -> Result<(WatchStream, u64)> {
     validate::id("namespace", ns)?;
     validate::id("session_id", session_id)?;
     // Subscribe before reading, so nothing falls between the replay and
     // the live notices.
-    let sub = hub.subscribe(ns, session_id)?;
+    let sub = hub.subscribe_as(ns, session_id, observer)?;
     let session = memory.get_session(ns, session_id).await?;
     hub.observe(ns, session_id, &session);
     // Everything through the snapshot is durable before it is sent (a

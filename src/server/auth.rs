@@ -1,6 +1,7 @@
 //! Who may do what. Namespaces are the tenancy boundary: an API key
 //! belongs to one namespace (or `*`, every namespace) and has a role
-//! (READ < WRITE < ADMIN). The config holds only SHA-256 hashes of keys;
+//! (READ < WRITE < ADMIN), and possibly permissions beside the role
+//! (`review`: resolve review items). The config holds only SHA-256 hashes of keys;
 //! a key is 256 random bits, so a plain hash is enough to make the config
 //! useless to a thief, and it is compared in constant time.
 //!
@@ -24,15 +25,38 @@ use tonic::{Request, Status};
 use crate::error::{Error, Result};
 
 pub use crate::api::admit::Caller;
-pub use crate::config::auth::{AuthConfig, KeyConfig, Role, ANY_NAMESPACE};
+pub use crate::config::auth::{AuthConfig, KeyConfig, Permission, Role, ANY_NAMESPACE};
 
 /// The key table the interceptor checks against. Clones share one table,
 /// which [`Keys::reload`] replaces as a whole: a request sees the old
 /// table or the new one, never a mix.
 #[derive(Clone)]
 pub struct Keys {
-    loopback: bool,
+    listener: Listener,
     table: Arc<RwLock<Arc<Table>>>,
+}
+
+/// How the daemon is reached, which decides what a key table may be.
+#[derive(Debug, Clone, Copy)]
+pub struct Listener {
+    /// It listens on a loopback address only.
+    pub loopback: bool,
+    /// It serves TLS.
+    pub tls: bool,
+    /// The operator accepts keys in clear off loopback
+    /// (`allow_plaintext_keys_off_loopback`).
+    pub plaintext_keys_allowed: bool,
+}
+
+impl Listener {
+    /// A loopback listener (no question of keys in clear).
+    pub fn loopback() -> Listener {
+        Listener {
+            loopback: true,
+            tls: false,
+            plaintext_keys_allowed: false,
+        }
+    }
 }
 
 struct Table {
@@ -41,8 +65,15 @@ struct Table {
 }
 
 impl Table {
-    fn new(config: &AuthConfig, loopback: bool) -> Result<Table> {
+    fn new(config: &AuthConfig, listener: Listener) -> Result<Table> {
+        let loopback = listener.loopback;
         config.validate(loopback)?;
+        crate::config::auth::plaintext_keys_check(
+            config,
+            loopback,
+            listener.tls,
+            listener.plaintext_keys_allowed,
+        )?;
         let keys = config
             .keys
             .iter()
@@ -63,25 +94,43 @@ impl Table {
 
 impl Keys {
     /// The runtime form of `config` (validated first) for a daemon that
-    /// listens on a loopback address or not.
+    /// listens on a loopback address or not, without TLS.
     pub fn new(config: &AuthConfig, loopback: bool) -> Result<Keys> {
+        Keys::for_listener(
+            config,
+            Listener {
+                loopback,
+                ..Listener::loopback()
+            },
+        )
+    }
+
+    /// The runtime form of `config` (validated first, and refused when it
+    /// would accept keys in clear off loopback) for `listener`.
+    pub fn for_listener(config: &AuthConfig, listener: Listener) -> Result<Keys> {
         Ok(Keys {
-            loopback,
-            table: Arc::new(RwLock::new(Arc::new(Table::new(config, loopback)?))),
+            listener,
+            table: Arc::new(RwLock::new(Arc::new(Table::new(config, listener)?))),
         })
     }
 
     /// Replaces the key table with `config`'s (validated first, with the
-    /// rules of the address the daemon listens on). On error the keys in
-    /// force stay as they were. Requests already admitted keep running.
+    /// rules of the address the daemon listens on: a reload cannot turn
+    /// keys on in clear off loopback either). On error the keys in force
+    /// stay as they were. Requests already admitted keep running.
     pub fn reload(&self, config: &AuthConfig) -> Result<()> {
-        let table = Arc::new(Table::new(config, self.loopback)?);
+        let table = Arc::new(Table::new(config, self.listener)?);
         *self.table.write().unwrap_or_else(|p| p.into_inner()) = table;
         Ok(())
     }
 
     fn current(&self) -> Arc<Table> {
         self.table.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the daemon listens on a loopback address only.
+    pub fn loopback(&self) -> bool {
+        self.listener.loopback
     }
 
     /// Whether keys are checked.
@@ -129,6 +178,7 @@ impl Keys {
                 name: k.name.clone(),
                 namespace: k.namespace.clone(),
                 role: k.role,
+                permissions: k.permissions.clone(),
             }),
             None => Err(Error::Unauthenticated(
                 "unknown API key (revoked, mistyped, or for another daemon)".into(),
@@ -148,6 +198,20 @@ impl Keys {
             req.extensions_mut().insert(caller);
             Ok(req)
         }
+    }
+}
+
+/// What a daemon with auth off exposes, in its warnings: on loopback every
+/// local process, beyond it every host that reaches the address.
+pub fn exposure_without_auth(loopback: bool) -> &'static str {
+    if loopback {
+        "auth is off: any process on this machine may read, write, erase and resolve review \
+         items (approve an agent's irreversible actions) in every namespace; configure \
+         [[auth.keys]] to turn it on"
+    } else {
+        "auth is off on a non-loopback address: ANY HOST that can reach this address may read, \
+         write, erase and resolve review items in every namespace; configure [[auth.keys]] \
+         (with TLS) unless the network itself is trusted"
     }
 }
 
@@ -173,6 +237,7 @@ mod tests {
                 name: name.into(),
                 namespace: namespace.into(),
                 role,
+                permissions: Vec::new(),
                 sha256,
             }],
         }
@@ -259,6 +324,7 @@ mod tests {
                 name: "x".into(),
                 namespace: "ns".into(),
                 role: Role::Read,
+                permissions: Vec::new(),
                 sha256: "ABC".into(),
             }],
         };

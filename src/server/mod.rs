@@ -211,12 +211,25 @@ impl Daemon {
         // Auth follows the address actually bound (an injected listener may
         // differ from `config.listen`); in process, only this process can
         // call, as on loopback.
-        let keys = Keys::new(&self.config.auth, door.is_local())?;
-        if let (false, FrontDoor::Tcp(addr)) = (keys.enabled(), &door) {
+        let listener_kind = auth::Listener {
+            loopback: door.is_local(),
+            tls: self.config.tls.is_some(),
+            plaintext_keys_allowed: self.config.allow_plaintext_keys_off_loopback,
+        };
+        let keys = Keys::for_listener(&self.config.auth, listener_kind)?;
+        let tcp = match &door {
+            FrontDoor::Tcp(addr) => Some(*addr),
+            _ => None,
+        };
+        if let (false, Some(addr)) = (keys.enabled(), tcp) {
+            tracing::warn!(%addr, "{}", auth::exposure_without_auth(listener_kind.loopback));
+        } else if let (false, false, Some(addr)) = (listener_kind.loopback, listener_kind.tls, tcp)
+        {
             tracing::warn!(
                 %addr,
-                "auth is off: any process on this machine may read and write every namespace \
-                 (configure [[auth.keys]] to turn it on)"
+                "API keys and all memory cross the network in clear to {addr} \
+                 (allow_plaintext_keys_off_loopback = true): only safe behind a TLS-terminating \
+                 proxy on a private link"
             );
         }
         let reloader = self
@@ -240,6 +253,7 @@ impl Daemon {
             data_dir = %self.config.data_dir.display(),
             auth = keys.enabled(),
             tls = self.config.tls.is_some(),
+            review = if keys.enabled() { "ADMIN or the review permission" } else { "anyone who reaches the address" },
             "mnemo listening on {door}"
         );
         // Shutdown: stop accepting and drain, but no longer than the grace
@@ -305,7 +319,7 @@ impl Daemon {
         }
         let server = builder
             .layer(tower::util::MapResponseLayer::new(
-                oversize_is_resource_exhausted as fn(_) -> _,
+                client_faults_by_their_codes as fn(_) -> _,
             ))
             // Sees the final status code, shed and panicked requests too.
             .layer(RecordLayer(metrics))
@@ -405,7 +419,7 @@ async fn reload_keys(keys: Keys, mut reloads: mpsc::Receiver<AuthConfig>) {
                     "API keys reloaded"
                 );
                 if !keys.enabled() {
-                    tracing::warn!("auth is now off: any process on this machine may read and write every namespace");
+                    tracing::warn!("{}", auth::exposure_without_auth(keys.loopback()));
                 }
             }
             Err(e) => tracing::error!(
@@ -416,18 +430,71 @@ async fn reload_keys(keys: Keys, mut reloads: mpsc::Receiver<AuthConfig>) {
     }
 }
 
-/// tonic reports a request over `max_decoding_message_size` as OUT_OF_RANGE;
-/// gRPC's convention (and mnemo's contract) is RESOURCE_EXHAUSTED. mnemo
-/// never returns OUT_OF_RANGE itself, so the rewrite is unambiguous.
-fn oversize_is_resource_exhausted(
+/// Statuses tonic gives a client's malformed request, rewritten to the
+/// codes gRPC's conventions (and mnemo's contract) give them:
+/// - a request over `max_decoding_message_size` is OUT_OF_RANGE in tonic,
+///   RESOURCE_EXHAUSTED here (mnemo never returns OUT_OF_RANGE itself, so
+///   the rewrite is unambiguous);
+/// - a body that does not decode (invalid UTF-8 in a string field, a
+///   truncated message or frame, a bad compression flag, no message) is
+///   INTERNAL in tonic ("failed to decode Protobuf message", …), though the
+///   fault is the client's: INVALID_ARGUMENT here, so that INTERNAL keeps
+///   meaning a fault of the daemon. Only those messages are rewritten; they
+///   come from tonic's request decoder, never from a handler.
+fn client_faults_by_their_codes(
     mut resp: http::Response<tonic::body::Body>,
 ) -> http::Response<tonic::body::Body> {
     let out_of_range = http::HeaderValue::from_static("11");
-    if resp.headers().get("grpc-status") == Some(&out_of_range) {
+    let internal = http::HeaderValue::from_static("13");
+    let status = resp.headers().get("grpc-status").cloned();
+    if status == Some(out_of_range) {
         resp.headers_mut()
             .insert("grpc-status", http::HeaderValue::from_static("8"));
+    } else if status == Some(internal) {
+        let message = resp
+            .headers()
+            .get("grpc-message")
+            .map(|m| percent_decoded(m.as_bytes()))
+            .unwrap_or_default();
+        if is_request_decode_error(&message) {
+            resp.headers_mut()
+                .insert("grpc-status", http::HeaderValue::from_static("3"));
+        }
     }
     resp
+}
+
+/// The messages of tonic's request decoder (tonic 0.14, tonic-prost).
+const REQUEST_DECODE_ERRORS: [&str; 4] = [
+    "failed to decode Protobuf message",
+    "Unexpected EOF decoding stream",
+    "Missing request message",
+    "protocol error: received message with",
+];
+
+fn is_request_decode_error(message: &str) -> bool {
+    REQUEST_DECODE_ERRORS.iter().any(|p| message.starts_with(p))
+}
+
+/// A `grpc-message` value with its %XX escapes decoded (lossy).
+fn percent_decoded(raw: &[u8]) -> String {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (raw[i], raw.get(i + 1).copied(), raw.get(i + 2).copied()) {
+            (b'%', Some(h), Some(l)) if hex(h).is_some() && hex(l).is_some() => {
+                // Two hex digits make one byte (both below 16).
+                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Reads the PEM files `t` names.
@@ -490,7 +557,7 @@ pub(crate) fn node_id(data_dir: &std::path::Path) -> Result<String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e.into()),
     }
-    std::fs::create_dir_all(data_dir)?;
+    crate::store::engine::create_private_dir(data_dir)?;
     let id = ulid::Ulid::new().to_string();
     let tmp = data_dir.join("node-id.tmp");
     {
@@ -511,5 +578,20 @@ fn summarize_limit(guard: GuardLayer, model: &crate::config::ModelConfig) -> Gua
     match model.summarize_deadline() {
         Some(t) => guard.with_limit_for("/mnemo.v1.MemoryService/Summarize", t),
         None => guard,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_errors_are_recognised_through_their_escapes() {
+        let sent = "failed%20to%20decode%20Protobuf%20message:%20invalid%20string";
+        assert!(is_request_decode_error(&percent_decoded(sent.as_bytes())));
+        assert!(!is_request_decode_error(&percent_decoded(
+            b"the%20summarizer%20failed"
+        )));
+        assert_eq!(percent_decoded(b"100%25%zz"), "100%%zz");
     }
 }

@@ -22,10 +22,14 @@ pub const FORMAT_V4: u8 = 4;
 /// Sessions gained `removed_turns`. Every other record is laid out as in
 /// V4.
 pub const FORMAT_V5: u8 = 5;
+/// Audit records and review items gained `reviewer_key` (older ones are
+/// upgraded on read by [`decode`], see `store::upgrade`). Every other
+/// record is laid out as in V5.
+pub const FORMAT_V6: u8 = 6;
 /// The format new records are written in. Bump it when a stored type
 /// changes incompatibly, and keep a decoder for every older format (see
-/// `store::legacy`).
-pub const FORMAT_CURRENT: u8 = FORMAT_V5;
+/// `store::legacy` and `store::upgrade`).
+pub const FORMAT_CURRENT: u8 = FORMAT_V6;
 const HEADER: usize = 5;
 
 /// Encodes a value into a checksummed envelope.
@@ -45,13 +49,22 @@ pub fn encode_as<T: Serialize>(format: u8, value: &T) -> Result<Vec<u8>> {
 }
 
 /// Decodes and verifies an envelope of a type laid out the same in every
-/// format. `what` names the record for the error message (e.g. "turn 7 of
-/// session ns/abc").
-pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: impl FnOnce() -> String) -> Result<T> {
+/// format, or one whose older layouts `store::upgrade` knows (audit
+/// records, review items). `what` names the record for the error message
+/// (e.g. "turn 7 of session ns/abc").
+pub fn decode<T: DeserializeOwned + 'static>(
+    bytes: &[u8],
+    what: impl FnOnce() -> String,
+) -> Result<T> {
     check(bytes)
-        .and_then(|(_, payload)| {
-            postcard::from_bytes(payload).map_err(|e| format!("cannot be decoded: {e}"))
-        })
+        .and_then(
+            |(format, payload)| match super::upgrade::older::<T>(format, payload) {
+                Some(upgraded) => upgraded,
+                None => {
+                    postcard::from_bytes(payload).map_err(|e| format!("cannot be decoded: {e}"))
+                }
+            },
+        )
         .map_err(|reason| Error::DataLoss(format!("{} {reason}", what())))
 }
 

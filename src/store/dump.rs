@@ -122,7 +122,7 @@ fn tag_of(kind: &str) -> Option<u8> {
 
 /// A stored value as JSON (checksum and decoding verified).
 fn to_json(codec: Codec, bytes: &[u8], what: impl Fn() -> String) -> Result<Value> {
-    fn j<T: serde::de::DeserializeOwned + Serialize>(
+    fn j<T: serde::de::DeserializeOwned + 'static + Serialize>(
         bytes: &[u8],
         what: impl Fn() -> String,
     ) -> Result<Value> {
@@ -155,7 +155,7 @@ fn to_json(codec: Codec, bytes: &[u8], what: impl Fn() -> String) -> Result<Valu
 
 /// A JSON value back into its stored form (current format).
 fn from_json(codec: Codec, v: Value) -> std::result::Result<Vec<u8>, String> {
-    fn e<T: serde::de::DeserializeOwned + Serialize>(
+    fn e<T: serde::de::DeserializeOwned + 'static + Serialize>(
         v: Value,
     ) -> std::result::Result<Vec<u8>, String> {
         let t: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
@@ -585,7 +585,7 @@ fn check_session(engine: &dyn Engine, s: &Session, note: &mut dyn FnMut(String))
 
 /// A record, verified, if stored (an unreadable one is reported where its
 /// own key is checked).
-fn codec_read<T: serde::de::DeserializeOwned>(
+fn codec_read<T: serde::de::DeserializeOwned + 'static>(
     engine: &dyn Engine,
     key: &[u8],
 ) -> Result<Option<T>> {

@@ -301,7 +301,7 @@ impl SledEngine {
         if let Some(msg) = super::compact::interrupted(dir) {
             return Err(Error::Storage(msg));
         }
-        std::fs::create_dir_all(dir).map_err(|e| {
+        create_private_dir(dir).map_err(|e| {
             Error::Storage(format!(
                 "cannot create data directory {}: {e}",
                 dir.display()
@@ -494,4 +494,15 @@ impl Engine for SledEngine {
             .sync_data()
             .map_err(|e| Error::Storage(format!("fdatasync of the sled log failed: {e}")))
     }
+}
+
+/// Creates `dir` (and missing parents) readable by its owner only (0700
+/// on Unix): it holds every turn in clear. An existing directory keeps
+/// the mode its operator gave it.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }

@@ -109,7 +109,7 @@ fn action_statuses(
 }
 
 impl<E: Engine> KvStore<E> {
-    fn scan_typed<T: serde::de::DeserializeOwned>(
+    fn scan_typed<T: serde::de::DeserializeOwned + 'static>(
         &self,
         tag: u8,
         after: Option<&[u8]>,

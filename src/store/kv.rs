@@ -127,7 +127,7 @@ impl<E: Engine> KvStore<E> {
     }
 
     /// Reads and verifies a record.
-    pub(crate) fn read<T: serde::de::DeserializeOwned>(
+    pub(crate) fn read<T: serde::de::DeserializeOwned + 'static>(
         &self,
         key: &[u8],
         what: impl FnOnce() -> String,

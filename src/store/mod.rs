@@ -28,6 +28,7 @@ mod outbox;
 pub mod postgres;
 mod records;
 mod retention;
+mod upgrade;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 
 use std::ops::Bound;
 
-use super::engine::{Batch, Read, Txn, Write};
+use super::engine::{Read, Txn, Write};
 use super::{codec, keys, legacy};
 use crate::error::{Error, Result};
 use crate::model::{ReviewItem, Session, SessionSummary};
@@ -13,7 +13,7 @@ use crate::model::{ReviewItem, Session, SessionSummary};
 const DELETE_CHUNK: usize = 4096;
 
 /// Reads and verifies a record through `r`.
-pub(super) fn read<T: serde::de::DeserializeOwned>(
+pub(super) fn read<T: serde::de::DeserializeOwned + 'static>(
     r: &dyn Read,
     key: &[u8],
     what: impl FnOnce() -> String,
@@ -77,25 +77,39 @@ pub(super) fn purge_records(tx: &mut dyn Txn, ns: &str, session_id: &str) -> Res
 /// Removes the review items of a session (they are keyed by namespace, so
 /// the namespace's items are walked); returns how many.
 pub(super) fn delete_reviews_of(tx: &mut dyn Txn, ns: &str, session_id: &str) -> Result<u64> {
+    let keys = reviews_of_session(tx, ns, session_id, u64::MAX)?;
+    let n = keys.len() as u64;
+    for chunk in keys.chunks(DELETE_CHUNK) {
+        tx.apply(chunk.iter().cloned().map(Write::Delete).collect())?;
+    }
+    Ok(n)
+}
+
+/// The keys of a session's review items of summary versions up to
+/// `through_version` (they are keyed by namespace, so the namespace's
+/// items are walked, a chunk at a time).
+pub(super) fn reviews_of_session(
+    r: &dyn Read,
+    ns: &str,
+    session_id: &str,
+    through_version: u64,
+) -> Result<Vec<Vec<u8>>> {
     let prefix = keys::reviews_of(ns);
     let mut from: Option<Vec<u8>> = None;
-    let mut n = 0u64;
+    let mut out = Vec::new();
     loop {
         let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let chunk = tx.scan(bound, &prefix, DELETE_CHUNK)?;
+        let chunk = r.scan(bound, &prefix, DELETE_CHUNK)?;
         let Some((last, _)) = chunk.last() else { break };
         from = Some(last.clone());
-        let mut batch = Batch::new();
         for (k, v) in &chunk {
             // A corrupt review item cannot be attributed; keep it.
             if let Ok(item) = codec::decode::<ReviewItem>(v, String::new) {
-                if item.session_id == session_id {
-                    batch.push(Write::Delete(k.clone()));
+                if item.session_id == session_id && item.summary_version <= through_version {
+                    out.push(k.clone());
                 }
             }
         }
-        n += batch.len() as u64;
-        tx.apply(batch)?;
     }
-    Ok(n)
+    Ok(out)
 }

@@ -1,6 +1,7 @@
 //! Retention in a `KvStore`: what the domain needs to decide what is due
 //! (a session's remaining summaries, audit records and episode with their
-//! times), and the deletes themselves, each a bounded unit of work under
+//! times), and the deletes themselves (with what derives from the removed
+//! summaries: review items and the fold state), each a bounded unit of work under
 //! the lock the records' writers take, durable on return, adding outbox
 //! entries so the search index forgets what went. The store never decides
 //! what is due; it removes what it is told, and what is already gone
@@ -11,7 +12,7 @@ use std::ops::Bound;
 
 use super::engine::{Batch, Engine, Read, Write};
 use super::knowledge::{read_fact, subject_lock, unpoint};
-use super::records::{read, read_session};
+use super::records::{read, read_session, reviews_of_session};
 use super::{codec, keys, KvStore};
 use crate::error::{Error, Result};
 use crate::model::{
@@ -80,7 +81,7 @@ pub trait RetentionStore {
 }
 
 /// The first `limit` entries under `prefix`, decoded.
-fn scan_decoded<T: serde::de::DeserializeOwned>(
+fn scan_decoded<T: serde::de::DeserializeOwned + 'static>(
     r: &dyn Read,
     prefix: &[u8],
     limit: usize,
@@ -230,6 +231,22 @@ impl<E: Engine> RetentionStore for KvStore<E> {
                     c.summaries += 1;
                 }
                 budget -= c.summaries as usize;
+                if c.summaries > 0 {
+                    // What was derived from the removed summaries goes with
+                    // them, as DeleteSession's purge removes it: their
+                    // review items (which quote the actions), and once no
+                    // summary is left the summarizer's saved fold state
+                    // (sentences of the turns word for word, names,
+                    // amounts). Not counted: they are parts of the
+                    // summaries counted.
+                    let through = mark.summaries_through_version;
+                    for k in reviews_of_session(tx, ns, session_id, through)? {
+                        writes.push(Write::Delete(k));
+                    }
+                    if through >= session.summary.version {
+                        writes.push(Write::Delete(keys::fold(ns, session_id)));
+                    }
+                }
             }
             if budget > 0 && cut.audit_through_seq > 0 {
                 for (k, _) in tx.scan(Bound::Unbounded, &keys::audits_of(ns, session_id), budget)? {

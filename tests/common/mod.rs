@@ -5,6 +5,7 @@
 
 pub mod llama;
 pub mod postgres;
+pub mod raw;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -689,4 +690,51 @@ pub fn reason(status: &tonic::Status) -> &str {
         .get(mnemo::api::status::REASON)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
+}
+
+/// A high-risk session `id` whose summary promises to refund `what` (so
+/// it enters the review queue, quoting the promise) and whose turns hold
+/// `what` word for word. Summarized before it returns.
+pub async fn risky_session(c: &mut mnemo::client::MemoryClient, ns: &str, id: &str, what: &str) {
+    c.create_session(pb::CreateSessionRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+        subject_id: "user:42".into(),
+        title: format!("Refund of {what}"),
+        settings: Some(pb::SessionSettings {
+            risk_level: pb::RiskLevel::High as i32,
+            summary_every_turns: 1000,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .expect("create a high-risk session");
+    let turns = vec![
+        turn(
+            pb::Role::User,
+            "user:42",
+            &format!("I was charged twice. Please refund {what}."),
+        ),
+        turn(
+            pb::Role::Assistant,
+            "agent-billing",
+            &format!("I will refund {what} of $40 on order A-1001 by Friday."),
+        ),
+        turn(
+            pb::Role::User,
+            "user:42",
+            "Great. Will I get a confirmation email when the refund goes through?",
+        ),
+    ];
+    c.append_turns(append_req(ns, id, turns))
+        .await
+        .expect("append");
+    c.summarize(pb::SummarizeRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+        wait: true,
+    })
+    .await
+    .expect("summarize");
 }

@@ -600,9 +600,30 @@ const VAGUE: &[&str] = &[
 
 /// Interjections of chat: cheering and reactions, no content.
 const INTERJECTIONS: &[&str] = &[
-    "woohoo", "woo", "yay", "yess", "wow", "congrats", "congratulations", "omg", "haha", "hahaha",
-    "lol", "lmao", "aww", "awww", "yum", "yummy", "mmm", "hooray", "whoa", "ooh", "dang", "damn",
-    "cheers", "xd",
+    "woohoo",
+    "woo",
+    "yay",
+    "yess",
+    "wow",
+    "congrats",
+    "congratulations",
+    "omg",
+    "haha",
+    "hahaha",
+    "lol",
+    "lmao",
+    "aww",
+    "awww",
+    "yum",
+    "yummy",
+    "mmm",
+    "hooray",
+    "whoa",
+    "ooh",
+    "dang",
+    "damn",
+    "cheers",
+    "xd",
 ];
 
 /// Whether a sentence cheers or reacts and says nothing checkable: an
@@ -788,7 +809,11 @@ fn action_score(text: &str, n: &Norm) -> f32 {
     }
     // "I'll let you know how it turns out when I make it" promises a
     // report on something named; a bare "I'll let you know" does not.
-    if verb == "let" && n.words.get(vat + 1..vat + 3).is_some_and(|w| w == ["you", "know"]) {
+    if verb == "let"
+        && n.words
+            .get(vat + 1..vat + 3)
+            .is_some_and(|w| w == ["you", "know"])
+    {
         let about = n.words.get(vat + 3).map_or("", String::as_str);
         let named = matches!(about, "how" | "if" | "whether" | "what" | "when" | "once")
             && objects_after(n, vat + 4) >= 2;
