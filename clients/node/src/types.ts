@@ -306,6 +306,8 @@ export interface AuditRecord {
   reviewStatus: ReviewStatus;
   reviewer: string;
   comment: string;
+  /** The name of the API key that resolved it ("anyone" without auth); unlike `reviewer`, not the caller's choice. */
+  reviewerKey: string;
 }
 
 /** mnemo.v1.ReviewItem: a high-risk summary waiting for (or having had) human review. */
@@ -320,6 +322,8 @@ export interface ReviewItem {
   comment: string;
   createTime: Date | null;
   resolveTime: Date | null;
+  /** The name of the API key that resolved it (see AuditRecord.reviewerKey). */
+  reviewerKey: string;
 }
 
 // Context bundles, handoff and watching (context.proto).

@@ -59,11 +59,11 @@ const auditRecord: Fields<T.AuditRecord> = {
   auditSeq: true, kind: true, createTime: true, summaryVersion: true, trigger: true, coversThroughSeq: true,
   preSummaryTokens: true, postSummaryTokens: true, compressionRatio: true, summarizer: true, coveredTurnsSha256: true,
   validationPassed: true, validationErrors: true, decisions: true, pendingActions: true, openQuestions: true, healthFlags: true,
-  reviewId: true, reviewStatus: true, reviewer: true, comment: true,
+  reviewId: true, reviewStatus: true, reviewer: true, comment: true, reviewerKey: true,
 };
 const reviewItem: Fields<T.ReviewItem> = {
   reviewId: true, namespace: true, sessionId: true, summaryVersion: true, items: true, status: true, reviewer: true,
-  comment: true, createTime: true, resolveTime: true,
+  comment: true, createTime: true, resolveTime: true, reviewerKey: true,
 };
 
 const seqRange: Fields<T.SeqRange> = { firstSeq: true, lastSeq: true };

@@ -135,6 +135,7 @@ class AuditRecord:
     review_status: str = "unspecified"
     reviewer: str = ""
     comment: str = ""
+    reviewer_key: str = ""  # the API key name that resolved it ("anyone" without auth)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ class ReviewItem:
     comment: str = ""
     create_time: datetime | None = None
     resolve_time: datetime | None = None
+    reviewer_key: str = ""  # the API key name that resolved it ("anyone" without auth)
 
 
 @dataclass(frozen=True)
