@@ -725,11 +725,24 @@ async fn successive_bundles_share_their_beginning_and_only_a_fold_or_a_fact_chan
     assert!(appended.contains(&pair[1].content), "{appended}");
     assert_no_gap(&b2);
 
-    // Another reader and another query change only the third part.
-    let b3 = bundle_for(&mut c, "cache", budget, "answer 3 detail", "agent-x").await;
+    // Another reader changes only the third part.
+    let b3 = bundle_for(&mut c, "cache", budget, "", "agent-x").await;
     assert_offsets(&b3);
     assert_eq!(upto(&b3, b3.log_end_bytes), upto(&b2, b2.log_end_bytes));
     assert!(b3.rendered_text[b3.log_end_bytes as usize..].contains("Prepared for agent agent-x."));
+    // A query gives its retrieved memory room in a few fixed steps (the
+    // stable part and the log give way): two similar requests choose the
+    // same step and share both parts; only the third differs.
+    let q1 = bundle_for(&mut c, "cache", budget, "answer 3 detail", "").await;
+    let q2 = bundle_for(&mut c, "cache", budget, "answer 5 detail", "").await;
+    assert_offsets(&q1);
+    assert_offsets(&q2);
+    assert_eq!(upto(&q1, q1.log_end_bytes), upto(&q2, q2.log_end_bytes));
+    assert!(q1.rendered_text[q1.log_end_bytes as usize..].contains("## Relevant memory"));
+    assert_ne!(
+        q1.rendered_text[q1.log_end_bytes as usize..],
+        q2.rendered_text[q2.log_end_bytes as usize..]
+    );
 
     // A fold changes part 1 (here, with a new pending action) and starts
     // the log afresh.
