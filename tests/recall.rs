@@ -153,7 +153,11 @@ async fn an_earlier_sessions_answer_comes_back_with_its_citation() {
     let b = bundle(&mut c, "ns", "ann-2", 1000, "What is the name of my dog?").await;
     let text = &b.rendered_text;
     assert!(text.contains("Biscuit"), "{text}");
-    assert!(text.contains("[session ann-1 #3, 8 May 2023]"), "{text}");
+    // Read like memory: the day and the speaker first, where it is last.
+    assert!(
+        text.contains("[8 May 2023] ann: We called him Biscuit, he is a beagle. (ann-1 #3)"),
+        "{text}"
+    );
     assert!(text.contains("## Relevant memory"), "{text}");
     // Structured: the question/answer pair (whichever of the two matched),
     // with its rank.

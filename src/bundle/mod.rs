@@ -35,9 +35,14 @@
 //! sessions, facts and episodes) and shown verbatim with a citation in
 //! its own section ([`Section::Recalled`]).
 //!
-//! No section crowds out the rest: the stable part takes at most a fixed
-//! share of the budget, each of its sections a share of that; the log
-//! takes a fixed share of what is left; retrieved memory what remains.
+//! No section crowds out the rest: the stable part takes at most a share
+//! of the budget, each of its sections a share of that; the log takes a
+//! share of what is left; retrieved memory what remains. The shares come
+//! in a few fixed steps (`pack::SPLITS`), chosen by how much memory the
+//! request retrieved: what the agent asked for is worth most to this
+//! request, so the stable part and the older log give way to it, and
+//! similar requests choose the same step (their bundles share their
+//! beginning).
 //! A session whose whole transcript fits is given as that transcript
 //! (the log, from turn 1) under a one-line header, never as summary plus
 //! transcript.

@@ -121,9 +121,11 @@ pub fn episode_of(
     let mut actions = summary.pending_actions.clone();
     apply_overrides(&mut actions, overrides);
     actions.retain(|a| a.status != ActionStatus::Done);
+    // Every open action is stored as carried (a later `UpdatePendingAction`
+    // finds it); which of them a bundle shows is decided on read
+    // (`is_carried`), so items written before the gate are judged too.
     let carried = actions
         .iter()
-        .filter(|a| is_carried(a))
         .map(|a| CarriedAction {
             action_ref: ActionRef {
                 session_id: session.session_id.clone(),

@@ -234,7 +234,6 @@ const TRANSACTIONAL: &[&str] = &[
 const NOT_WORK: &[&str] = &[
     "be",
     "keep",
-    "continue",
     "stay",
     "never",
     "always",
@@ -298,6 +297,24 @@ const NOT_WORK: &[&str] = &[
     "imagine",
     "wonder",
     "agree",
+];
+
+/// Verbs after "let's" that cheer or wish instead of settling a plan.
+const LETS_ATTITUDE: &[&str] = &[
+    "keep",
+    "hope",
+    "see",
+    "stay",
+    "continue",
+    "never",
+    "always",
+    "celebrate",
+    "cherish",
+    "enjoy",
+    "spread",
+    "rock",
+    "embrace",
+    "be",
 ];
 
 /// Intent markers of the speaker's own commitment, longest first.
@@ -379,6 +396,7 @@ const SOCIAL: &[&str] = &[
     "good vibes",
     "vibes",
     "moving forward",
+    "pushing forward",
     "move forward",
     "do my best",
     "do our best",
@@ -408,18 +426,14 @@ const SOCIAL: &[&str] = &[
     "never give up",
     "let's do this",
     "let's do it",
-    "let's go",
     "let's hope",
     "let's see",
     "let's keep",
-    "let's make",
     "let's stay",
     "let's continue",
     "let's celebrate",
     "let's spread",
     "let's cherish",
-    "let's not",
-    "let's just",
     "let's rock",
     "let's get it",
     "let me tell you",
@@ -972,7 +986,7 @@ fn decision_score(text: &str, n: &Norm) -> f32 {
     // "Let's keep…", "let's hope…": the verb after "let's" is an
     // attitude, not a plan.
     if let Some(at) = n.find("let's") {
-        if verb_after(n, at + 1).is_some_and(|(_, v)| has_word(NOT_WORK, v) || v == "see") {
+        if verb_after(n, at + 1).is_some_and(|(_, v)| has_word(LETS_ATTITUDE, v)) {
             return 0.1;
         }
     }
@@ -1037,8 +1051,17 @@ fn question_score(text: &str, n: &Norm) -> f32 {
     if n.has_any(SOCIAL_QUESTIONS) {
         return 0.1;
     }
+    // "Why did this happen?": a wh-question asks for information even
+    // with one content word.
+    let wh = n.words.first().is_some_and(|w| {
+        matches!(
+            w.as_str(),
+            "why" | "how" | "what" | "when" | "where" | "who" | "which"
+        )
+    });
     let mut s: f32 = match objects_after(n, 0) {
         0 => 0.0,
+        1 if wh => 0.5,
         1 => 0.3,
         2 => 0.5,
         _ => 0.6,
