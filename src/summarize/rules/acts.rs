@@ -130,7 +130,6 @@ const WORK_VERBS: &[&str] = &[
     "test",
     "text",
     "transfer",
-    "try",
     "update",
     "upgrade",
     "upload",
@@ -297,6 +296,7 @@ const NOT_WORK: &[&str] = &[
     "imagine",
     "wonder",
     "agree",
+    "try",
 ];
 
 /// Verbs after "let's" that cheer or wish instead of settling a plan.
@@ -703,11 +703,13 @@ fn has_word(list: &[&str], w: &str) -> bool {
 
 /// Whether a time or a checkable entity (identifier, amount, date) occurs.
 fn is_dated(text: &str, n: &Norm) -> bool {
+    // A number that starts a word ("10", "3pm", "2024-06-14"), not one
+    // inside a name ("v4_sports").
     n.has_any(TIME_WORDS)
         || has_fact_entity(text)
         || n.words
             .iter()
-            .any(|w| w.chars().any(|c| c.is_ascii_digit()) && w.chars().count() <= 8)
+            .any(|w| w.starts_with(|c: char| c.is_ascii_digit()) && w.chars().count() <= 10)
 }
 
 /// Adverbs that may stand between an intent and its verb ("I'll
@@ -871,7 +873,7 @@ fn action_score(text: &str, n: &Norm) -> f32 {
         s -= 0.3;
     }
     // "I'll try using the search function": a tool about to be called.
-    if n.has_any(&["function", "tool", "api", "endpoint"]) && !is_dated(text, n) {
+    if n.has_any(&["function", "tool", "api", "endpoint"]) {
         s -= 0.3;
     }
     // "I can" offers in support ("I can rebook you on…"), but in chat it
