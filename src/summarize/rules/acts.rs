@@ -296,7 +296,6 @@ const NOT_WORK: &[&str] = &[
     "imagine",
     "wonder",
     "agree",
-    "try",
 ];
 
 /// Verbs after "let's" that cheer or wish instead of settling a plan.
@@ -821,6 +820,12 @@ fn action_score(text: &str, n: &Norm) -> f32 {
     };
     // "the church I am going to this morning": "going to" a place.
     if has_word(NOT_WORK, verb) || is_stopword(verb) {
+        return 0.1;
+    }
+    // "I'll try again shortly" retries; "I will try a different approach"
+    // only tries.
+    let next = n.words.get(vat + 1).map_or("", String::as_str);
+    if verb == "try" && !matches!(next, "again" | "to" | "and") {
         return 0.1;
     }
     // "I'll let you know how it turns out when I make it" promises a
