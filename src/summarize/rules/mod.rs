@@ -10,6 +10,7 @@
 //! One file per concept; every item is re-exported here, so callers name
 //! `rules::X` whatever file holds it.
 
+mod act_words;
 mod action_details;
 mod actions;
 mod acts;
