@@ -343,6 +343,16 @@ impl Loss {
     }
 }
 
+/// A message as a query: at most the daemon's limit, cut at a character
+/// boundary (as a client does with a long message).
+fn clip_query(text: &str) -> String {
+    let mut end = text.len().min(mnemo::bundle::MAX_QUERY_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
 /// Whether bundles are asked with the newest user message as their query
 /// (`MNEMO_REPLAY_QUERY=newest`), as the Agents session asks them.
 fn newest_as_query() -> bool {
@@ -432,7 +442,7 @@ async fn replay(set: &[Replay], budget: u32) -> Tally {
                     x.iter()
                         .rev()
                         .find(|t| t.role == "user")
-                        .map_or_else(String::new, |t| t.content.clone())
+                        .map_or_else(String::new, |t| clip_query(&t.content))
                 } else {
                     String::new()
                 };

@@ -206,8 +206,8 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
         taken: std::collections::HashMap::new(),
     };
     let mut choices = vec![Choice::Omitted; cands.len()];
-    // Retrieved memory (hits and their neighbours) whole, by the same
-    // estimates the packer measures against.
+    // Retrieved memory whole (its hits; neighbours draw on a share of
+    // their own), by the same estimates the packer measures against.
     let need: u64 = cands
         .iter()
         .filter(|c| c.section == Section::Recalled && c.share != Share::Neighbour)
@@ -599,4 +599,24 @@ fn render_text(
         count += push(&mut text, &note_line);
     }
     (text, count, (shortened, omitted), (stable_end, log_end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_split_steps_by_what_the_request_retrieved() {
+        // Nothing retrieved: the session's state, today's split.
+        assert_eq!(split_for(0, 2_000), SPLITS[0]);
+        // A little: the default split already leaves it room.
+        assert_eq!(split_for(100, 2_000), SPLITS[0]);
+        // More than the default leaves (0.7 × 0.4 = 28%), less than the
+        // middle step's 44%: the middle step.
+        assert_eq!(split_for(700, 2_000), SPLITS[1]);
+        // More than any step leaves: the last, whatever the amount, so
+        // similar requests land on the same step.
+        assert_eq!(split_for(1_500, 2_000), SPLITS[2]);
+        assert_eq!(split_for(u64::MAX / 4, 2_000), SPLITS[2]);
+    }
 }
