@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use mnemo::pb;
 use mnemo::pb::memory_service_client::MemoryServiceClient;
@@ -19,13 +17,6 @@ type Client = MemoryServiceClient<Channel>;
 const NS: &str = "value";
 /// 8 May 2023, 13:56 UTC.
 const MAY_8: i64 = 1_683_554_160;
-
-fn at(role: pb::Role, speaker: &str, content: &str, seconds: i64) -> pb::NewTurn {
-    pb::NewTurn {
-        client_time: Some(prost_types::Timestamp { seconds, nanos: 0 }),
-        ..turn(role, speaker, content)
-    }
-}
 
 async fn session(c: &mut Client, id: &str, subject: &str) {
     c.create_session(pb::CreateSessionRequest {
@@ -52,42 +43,11 @@ async fn closed_session(c: &mut Client, id: &str, subject: &str, turns: Vec<pb::
     episodes_until(c, NS, subject, before + 1).await;
 }
 
-/// Waits until the search index has applied every change.
-async fn indexed(c: &mut Client) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let lag = c
-            .search(search_request(NS, "", "warmup"))
-            .await
-            .map(|r| r.into_inner().index_lag);
-        if matches!(lag, Ok(0)) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the index never caught up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn bundle(c: &mut Client, id: &str, budget: u32, query: &str) -> pb::ContextBundle {
-    c.get_context_bundle(pb::GetContextBundleRequest {
-        namespace: NS.into(),
-        session_id: id.into(),
-        budget_tokens: budget,
-        query: query.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap()
-    .into_inner()
-    .bundle
-    .unwrap()
-}
-
 /// A subject whose first session left many real commitments open and
 /// whose second session said, once, the locker code; a third is open.
 async fn busy_subject(c: &mut Client) {
     let subject = "member:7";
-    let mut promises = vec![at(
+    let mut promises = vec![turn_at(
         pb::Role::User,
         "dana",
         "I need the quarterly reports sorted out before the audit.",
@@ -110,7 +70,7 @@ async fn busy_subject(c: &mut Client) {
     .iter()
     .enumerate()
     {
-        promises.push(at(
+        promises.push(turn_at(
             pb::Role::Assistant,
             "agent",
             &format!(
@@ -126,13 +86,13 @@ async fn busy_subject(c: &mut Client) {
         "gym",
         subject,
         vec![
-            at(
+            turn_at(
                 pb::Role::User,
                 "dana",
                 "Which locker did they give me at the gym?",
                 MAY_8 + day,
             ),
-            at(
+            turn_at(
                 pb::Role::Assistant,
                 "agent",
                 "Your locker is number 4417, on the second floor next to the sauna.",
@@ -145,7 +105,7 @@ async fn busy_subject(c: &mut Client) {
     c.append_turns(append_req(
         NS,
         "today",
-        vec![at(
+        vec![turn_at(
             pb::Role::User,
             "dana",
             "Hello again, quick question.",
@@ -154,7 +114,7 @@ async fn busy_subject(c: &mut Client) {
     ))
     .await
     .unwrap();
-    indexed(c).await;
+    index_caught_up(c, NS).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,7 +122,14 @@ async fn a_relevant_retrieved_turn_wins_over_a_block_of_carried_items() {
     let server = TestServer::start().await;
     let mut c = server.client().await;
     busy_subject(&mut c).await;
-    let b = bundle(&mut c, "today", 400, "What is my locker number at the gym?").await;
+    let b = query_bundle(
+        &mut c,
+        NS,
+        "today",
+        400,
+        "What is my locker number at the gym?",
+    )
+    .await;
     let text = &b.rendered_text;
     assert!(text.contains("4417"), "the answer was crowded out:\n{text}");
     // Read like memory: its day and speaker first.
@@ -186,7 +153,7 @@ async fn a_session_without_a_query_gets_its_state() {
     let server = TestServer::start().await;
     let mut c = server.client().await;
     busy_subject(&mut c).await;
-    let b = bundle(&mut c, "today", 1_000, "").await;
+    let b = query_bundle(&mut c, NS, "today", 1_000, "").await;
     let text = &b.rendered_text;
     // The first carried action is always admitted, naming its session and
     // the day that session ended.
@@ -236,12 +203,12 @@ async fn a_closed_sessions_small_talk_is_not_carried_into_the_next_bundle() {
             } else {
                 pb::Role::Assistant
             };
-            at(role, who, text, MAY_8 + 60 * i as i64)
+            turn_at(role, who, text, MAY_8 + 60 * i as i64)
         })
         .collect();
     closed_session(&mut c, "chat-1", subject, turns).await;
     session(&mut c, "chat-2", subject).await;
-    let b = bundle(&mut c, "chat-2", 2_000, "").await;
+    let b = query_bundle(&mut c, NS, "chat-2", 2_000, "").await;
     let text = &b.rendered_text;
     assert!(
         text.contains("I'll send you the photos from the lake trip tomorrow"),

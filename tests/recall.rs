@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use mnemo::pb;
 use mnemo::pb::memory_service_client::MemoryServiceClient;
@@ -27,13 +25,6 @@ async fn session(c: &mut Client, ns: &str, id: &str, subject: &str) {
     .unwrap();
 }
 
-fn at(role: pb::Role, speaker: &str, content: &str, seconds: i64) -> pb::NewTurn {
-    pb::NewTurn {
-        client_time: Some(prost_types::Timestamp { seconds, nanos: 0 }),
-        ..turn(role, speaker, content)
-    }
-}
-
 async fn close(c: &mut Client, ns: &str, id: &str) {
     c.close_session(pb::CloseSessionRequest {
         namespace: ns.into(),
@@ -43,37 +34,6 @@ async fn close(c: &mut Client, ns: &str, id: &str) {
     .unwrap();
 }
 
-/// Waits until the search index has applied every change.
-async fn indexed(c: &mut Client, ns: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let lag = c
-            .search(search_request(ns, "", "warmup"))
-            .await
-            .map(|r| r.into_inner().index_lag);
-        if matches!(lag, Ok(0)) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the index never caught up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn bundle(c: &mut Client, ns: &str, id: &str, budget: u32, query: &str) -> pb::ContextBundle {
-    c.get_context_bundle(pb::GetContextBundleRequest {
-        namespace: ns.into(),
-        session_id: id.into(),
-        budget_tokens: budget,
-        query: query.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap()
-    .into_inner()
-    .bundle
-    .unwrap()
-}
-
 /// 8 May 2023, 13:56 UTC.
 const MAY_8: i64 = 1_683_554_160;
 
@@ -81,25 +41,25 @@ const MAY_8: i64 = 1_683_554_160;
 async fn two_subjects(c: &mut Client, ns: &str) {
     session(c, ns, "ann-1", "ann").await;
     let past = vec![
-        at(
+        turn_at(
             pb::Role::User,
             "ann",
             "I finally adopted a dog last weekend!",
             MAY_8,
         ),
-        at(
+        turn_at(
             pb::Role::Assistant,
             "helper",
             "Congratulations! What did you name your dog?",
             MAY_8 + 30,
         ),
-        at(
+        turn_at(
             pb::Role::User,
             "ann",
             "We called him Biscuit, he is a beagle.",
             MAY_8 + 60,
         ),
-        at(
+        turn_at(
             pb::Role::Assistant,
             "helper",
             "Biscuit is a lovely name.",
@@ -110,13 +70,13 @@ async fn two_subjects(c: &mut Client, ns: &str) {
     close(c, ns, "ann-1").await;
     session(c, ns, "bob-1", "bob").await;
     let other = vec![
-        at(
+        turn_at(
             pb::Role::User,
             "bob",
             "My dog is called Rocket and he hates baths.",
             MAY_8,
         ),
-        at(
+        turn_at(
             pb::Role::Assistant,
             "helper",
             "Rocket sounds energetic.",
@@ -128,13 +88,13 @@ async fn two_subjects(c: &mut Client, ns: &str) {
         .unwrap();
     session(c, ns, "ann-2", "ann").await;
     let now = vec![
-        at(
+        turn_at(
             pb::Role::User,
             "ann",
             "Hi again, I need advice on puppy training.",
             MAY_8 + 86_400 * 30,
         ),
-        at(
+        turn_at(
             pb::Role::Assistant,
             "helper",
             "Happy to help with training.",
@@ -142,7 +102,7 @@ async fn two_subjects(c: &mut Client, ns: &str) {
         ),
     ];
     c.append_turns(append_req(ns, "ann-2", now)).await.unwrap();
-    indexed(c, ns).await;
+    index_caught_up(c, ns).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,7 +110,7 @@ async fn an_earlier_sessions_answer_comes_back_with_its_citation() {
     let server = TestServer::start().await;
     let mut c = server.client().await;
     two_subjects(&mut c, "ns").await;
-    let b = bundle(&mut c, "ns", "ann-2", 1000, "What is the name of my dog?").await;
+    let b = query_bundle(&mut c, "ns", "ann-2", 1000, "What is the name of my dog?").await;
     let text = &b.rendered_text;
     assert!(text.contains("Biscuit"), "{text}");
     // Read like memory: the day and the speaker first, where it is last.
@@ -216,7 +176,7 @@ async fn an_empty_query_retrieves_nothing_the_newest_turn_as_query_does_and_name
     c.append_turns(append_req(
         "other",
         "ann-x",
-        vec![at(
+        vec![turn_at(
             pb::Role::User,
             "ann",
             "My beagle dog is named Pretzel.",
@@ -225,11 +185,11 @@ async fn an_empty_query_retrieves_nothing_the_newest_turn_as_query_does_and_name
     ))
     .await
     .unwrap();
-    indexed(&mut c, "other").await;
+    index_caught_up(&mut c, "other").await;
     c.append_turns(append_req(
         "ns",
         "ann-2",
-        vec![at(
+        vec![turn_at(
             pb::Role::User,
             "ann",
             "Is a beagle hard to train?",
@@ -238,16 +198,16 @@ async fn an_empty_query_retrieves_nothing_the_newest_turn_as_query_does_and_name
     ))
     .await
     .unwrap();
-    indexed(&mut c, "ns").await;
+    index_caught_up(&mut c, "ns").await;
     // Nothing asked, nothing retrieved: the bundle is what the session
     // and the subject's memory hold (so successive bundles share their
     // beginning and their end changes only by the as-of line).
-    let b = bundle(&mut c, "ns", "ann-2", 1000, "").await;
+    let b = query_bundle(&mut c, "ns", "ann-2", 1000, "").await;
     assert!(b.recalled.is_empty(), "{:?}", b.recalled);
     assert!(!b.rendered_text.contains("## Relevant memory"));
     // The newest user turn as the query brings the earlier session's
     // answer, and never another namespace's.
-    let b = bundle(&mut c, "ns", "ann-2", 1000, "Is a beagle hard to train?").await;
+    let b = query_bundle(&mut c, "ns", "ann-2", 1000, "Is a beagle hard to train?").await;
     assert!(
         b.rendered_text.contains("he is a beagle"),
         "{}",
@@ -270,10 +230,10 @@ async fn a_deleted_sessions_turns_never_come_back() {
     .unwrap();
     // Asked at once, whatever the index has applied yet.
     for _ in 0..2 {
-        let b = bundle(&mut c, "ns", "ann-2", 1000, "What is the name of my dog?").await;
+        let b = query_bundle(&mut c, "ns", "ann-2", 1000, "What is the name of my dog?").await;
         assert!(!b.rendered_text.contains("Biscuit"), "{}", b.rendered_text);
         assert!(b.recalled.iter().all(|r| r.session_id != "ann-1"));
-        indexed(&mut c, "ns").await;
+        index_caught_up(&mut c, "ns").await;
     }
     server.stop().await;
 }
@@ -332,9 +292,9 @@ async fn the_newest_interactions_survive_every_budget() {
     })
     .await
     .unwrap();
-    indexed(&mut c, "ns").await;
+    index_caught_up(&mut c, "ns").await;
     for budget in [1000, 2000, 4000, 8000] {
-        let b = bundle(&mut c, "ns", "ci", budget, "").await;
+        let b = query_bundle(&mut c, "ns", "ci", budget, "").await;
         assert!(b.token_count <= budget);
         for content in &last_two {
             assert!(
@@ -384,7 +344,7 @@ async fn a_short_sessions_bundle_is_its_transcript() {
     c.append_turns(append_req("ns", "short", turns.clone()))
         .await
         .unwrap();
-    indexed(&mut c, "ns").await;
+    index_caught_up(&mut c, "ns").await;
     let transcript: String = turns
         .iter()
         .map(|t| {
@@ -397,7 +357,7 @@ async fn a_short_sessions_bundle_is_its_transcript() {
         })
         .collect();
     let tokens = mnemo::tokens::count(mnemo::model::Encoding::Cl100kBase, &transcript) as u32;
-    let b = bundle(&mut c, "ns", "short", 8000, "").await;
+    let b = query_bundle(&mut c, "ns", "short", 8000, "").await;
     let m = b.manifest.as_ref().unwrap();
     assert!(m.transcript, "{}", b.rendered_text);
     assert_eq!(b.recent_turns.len(), 100);

@@ -614,6 +614,52 @@ pub fn group_alive(pgid: u32) -> Vec<String> {
         .collect()
 }
 
+/// A turn with its client time (`seconds` since the epoch).
+pub fn turn_at(role: pb::Role, speaker: &str, content: &str, seconds: i64) -> pb::NewTurn {
+    pb::NewTurn {
+        client_time: Some(prost_types::Timestamp { seconds, nanos: 0 }),
+        ..turn(role, speaker, content)
+    }
+}
+
+/// Waits until the search index has applied every change (at most 60 s).
+pub async fn index_caught_up(c: &mut MemoryServiceClient<Channel>, ns: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lag = c
+            .search(search_request(ns, "", "warmup"))
+            .await
+            .map(|r| r.into_inner().index_lag);
+        if matches!(lag, Ok(0)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the index never caught up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A session's bundle of `budget` tokens for `query` (empty: none).
+pub async fn query_bundle(
+    c: &mut MemoryServiceClient<Channel>,
+    ns: &str,
+    id: &str,
+    budget: u32,
+    query: &str,
+) -> pb::ContextBundle {
+    c.get_context_bundle(pb::GetContextBundleRequest {
+        namespace: ns.into(),
+        session_id: id.into(),
+        budget_tokens: budget,
+        query: query.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .bundle
+    .unwrap()
+}
+
 /// A search of `query` in a namespace (and subject, unless empty), 10 hits.
 pub fn search_request(ns: &str, subject: &str, query: &str) -> pb::SearchRequest {
     pb::SearchRequest {
