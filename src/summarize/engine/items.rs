@@ -384,17 +384,29 @@ impl FoldState {
                 push_seq(&mut d.evidence_seqs, seq);
             }
         }
+        self.remove_actions(|a| {
+            a.evidence_seqs.first() == Some(&p.seq) && p.text.contains(a.action.as_str())
+        });
+    }
+
+    /// Removes the actions `drop` picks, with their retry marks (the two
+    /// lists are kept in step).
+    pub(super) fn remove_actions(&mut self, drop: impl Fn(&PendingAction) -> bool) {
         let mut i = 0;
         while i < self.actions.len() {
-            let a = &self.actions[i];
-            if a.evidence_seqs.first() == Some(&p.seq) && p.text.contains(a.action.as_str()) {
-                self.actions.remove(i);
-                if i < self.action_retries.len() {
-                    self.action_retries.remove(i);
-                }
+            if drop(&self.actions[i]) {
+                self.remove_action(i);
             } else {
                 i += 1;
             }
+        }
+    }
+
+    /// Removes action `i` and its retry mark.
+    fn remove_action(&mut self, i: usize) {
+        self.actions.remove(i);
+        if i < self.action_retries.len() {
+            self.action_retries.remove(i);
         }
     }
 
@@ -454,10 +466,7 @@ impl FoldState {
                 .position(|x| x.status == ActionStatus::Done)
             {
                 Some(i) => {
-                    self.actions.remove(i);
-                    if i < self.action_retries.len() {
-                        self.action_retries.remove(i);
-                    }
+                    self.remove_action(i);
                     self.drop_item("done pending_actions");
                 }
                 None => {

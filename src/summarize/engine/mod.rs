@@ -320,30 +320,20 @@ impl FoldState {
         for arg in json_strings(&tc.arguments_json) {
             called.extend(rules::content_words(&arg));
         }
-        let mut i = 0;
-        while i < self.actions.len() {
-            let a = &self.actions[i];
+        self.remove_actions(|a| {
             let to_someone = a
                 .action
                 .split(|c: char| !c.is_alphanumeric())
                 .any(|w| w.eq_ignore_ascii_case("you") || w.eq_ignore_ascii_case("your"));
-            let narrated = a.evidence_seqs.first() == Some(&seq)
+            a.evidence_seqs.first() == Some(&seq)
                 && a.owner == speaker
                 && a.status == ActionStatus::Pending
                 && a.deadline.is_empty()
                 && !to_someone
                 && rules::content_words(&a.action)
                     .iter()
-                    .any(|w| called.contains(w));
-            if narrated {
-                self.actions.remove(i);
-                if i < self.action_retries.len() {
-                    self.action_retries.remove(i);
-                }
-            } else {
-                i += 1;
-            }
-        }
+                    .any(|w| called.contains(w))
+        });
     }
 
     // -- conversational turns ------------------------------------------------
