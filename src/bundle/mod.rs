@@ -108,6 +108,12 @@ impl BundleRequest {
             n => n,
         })
     }
+
+    /// Whether memory is retrieved for this request: it has a query and
+    /// does not skip retrieval.
+    pub fn retrieves(&self) -> bool {
+        !self.skip_recall && !self.query.trim().is_empty()
+    }
 }
 
 /// A section of a bundle, in priority order (the order sections are filled).

@@ -314,10 +314,10 @@ pub(super) fn gather(
     // transcript is given whole only when it takes no more than the log
     // would (else the log from the last fold, which the packer cuts), so
     // the retrieved memory keeps its room.
-    let room = if req.skip_recall || req.query.trim().is_empty() {
-        budget
-    } else {
+    let room = if req.retrieves() {
         (budget as f64 * TRANSCRIPT_SHARE_WITH_QUERY) as u64
+    } else {
+        budget
     };
     let transcript = gone == 0 && same_encoding && as_of > 0 && whole <= room;
     let from = if transcript {

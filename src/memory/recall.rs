@@ -55,7 +55,7 @@ pub(super) fn recall(
     shown: &Shown<'_>,
 ) -> Result<Vec<Recalled>> {
     let text = req.query.clone();
-    if req.skip_recall || text.trim().is_empty() || !index.is_ready() {
+    if !req.retrieves() || !index.is_ready() {
         return Ok(Vec::new());
     }
     let ns = &session.namespace;
