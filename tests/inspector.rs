@@ -461,7 +461,7 @@ async fn the_inspector_in_a_real_browser() {
         turns: vec![turn(
             pb::Role::User,
             "user:42",
-            "Any news? <i>still waiting</i>",
+            "When will the refund for order A-1001 reach my card? <i>still waiting</i>",
         )],
         ..Default::default()
     })
