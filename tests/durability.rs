@@ -96,6 +96,20 @@ async fn crash_round(dir: &Path, round: u64) -> (HashMap<String, u64>, Vec<Strin
             (acked, unacked)
         }));
     }
+    // Searches run beside the appends, so the indexer commits (and a
+    // read waits for it) while the daemon is killed.
+    let searcher = {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let mut c = connect(url).await;
+            for i in 0u64.. {
+                let key = format!("r{round}-w{}-i{}", i % 4, i / 4);
+                if c.search(search_request("ns", "", &key)).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
     // Kill at a pseudo-random moment (seeded per round, so a failing round
     // replays): 50 to 650 ms after the first acknowledgement (counted from
     // the start, a slow start-up on a busy machine could leave a round
@@ -109,6 +123,7 @@ async fn crash_round(dir: &Path, round: u64) -> (HashMap<String, u64>, Vec<Strin
     x ^= x >> 29;
     tokio::time::sleep(Duration::from_millis(50 + x % 600)).await;
     bin.kill9();
+    searcher.await.unwrap();
     let mut acked = HashMap::new();
     let mut unacked = Vec::new();
     for t in tasks {

@@ -285,6 +285,7 @@ fn every_request_type_answers_strange_input_cleanly_and_damages_nothing() {
                     to_seq: b,
                     page_size: size,
                     page_token: token.clone(),
+                    newest: size,
                 })
                 .await,
             )?;

@@ -151,6 +151,7 @@ async fn list_turns_paginates_by_seq_range() {
                 to_seq: 27,
                 page_size: 7,
                 page_token: token,
+                newest: 0,
             })
             .await
             .unwrap()
@@ -165,6 +166,40 @@ async fn list_turns_paginates_by_seq_range() {
     }
     assert_eq!(seen, (5..=27).collect::<Vec<u64>>());
     assert_eq!(pages, 4);
+
+    // The newest N: of the session, of a range, more than there are, and
+    // more than a page (the rest follows by token).
+    for (from, to, newest, page_size, want) in [
+        (0, 0, 20, 0, (11..=30).collect::<Vec<u64>>()),
+        (0, 25, 3, 0, vec![23, 24, 25]),
+        (28, 0, 10, 0, vec![28, 29, 30]),
+        (0, 0, 100, 0, (1..=30).collect()),
+        (0, 0, 12, 5, (19..=30).collect()),
+    ] {
+        let mut got = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = c
+                .list_turns(pb::ListTurnsRequest {
+                    namespace: "ns".into(),
+                    session_id: "s".into(),
+                    from_seq: from,
+                    to_seq: to,
+                    page_size,
+                    page_token: token,
+                    newest,
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            got.extend(page.turns.iter().map(|t| t.seq));
+            if page.next_page_token.is_empty() {
+                break;
+            }
+            token = page.next_page_token;
+        }
+        assert_eq!(got, want, "from {from} to {to} newest {newest}");
+    }
 
     // Bad page size and token.
     let err = c

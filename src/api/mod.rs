@@ -300,6 +300,7 @@ impl MemoryService for MemoryApi {
                     non_zero(r.to_seq),
                     r.page_size,
                     &r.page_token,
+                    r.newest,
                 )
                 .await?;
             let removed = self

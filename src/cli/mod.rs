@@ -193,6 +193,9 @@ enum Command {
         /// Last seq (default: the newest).
         #[arg(long)]
         to: Option<u64>,
+        /// Only the last N turns of the range.
+        #[arg(long)]
+        last: Option<u32>,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -587,6 +590,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             target,
             from,
             to,
+            last,
             client,
         } => {
             let mut c = connect(&client).await?;
@@ -601,6 +605,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                         to_seq: to.unwrap_or(0),
                         page_size: 1000,
                         page_token: token,
+                        newest: last.unwrap_or(0),
                     })
                     .await
                     .map_err(status_line)?

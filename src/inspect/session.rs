@@ -65,6 +65,7 @@ pub async fn turns(
                 to_seq: to,
                 page_size: (to - from + 1).min(1000) as u32,
                 page_token: token,
+                ..Default::default()
             })
             .await?
             .into_inner();

@@ -107,6 +107,9 @@ pub struct IndexClock {
     waiters: AtomicUsize,
     waker: OnceLock<Box<dyn Fn() + Send + Sync>>,
     stats: ConsistencyStats,
+    /// Outbox entries the index has applied (searchable) that its durable
+    /// cursor has not passed yet (until the next index checkpoint).
+    ahead: AtomicU64,
 }
 
 impl std::fmt::Debug for IndexClock {
@@ -134,6 +137,7 @@ impl Default for IndexClock {
             waiters: AtomicUsize::new(0),
             waker: OnceLock::new(),
             stats: ConsistencyStats::default(),
+            ahead: AtomicU64::new(0),
         }
     }
 }
@@ -168,6 +172,18 @@ impl IndexClock {
             }
             moved
         });
+    }
+
+    /// Called by the indexer: `n` outbox entries are searchable but not
+    /// yet passed by its durable cursor (0 once a checkpoint passed them).
+    pub fn set_applied_ahead(&self, n: u64) {
+        self.ahead.store(n, Ordering::Release);
+    }
+
+    /// Outbox entries applied ahead of the durable cursor: the outbox's
+    /// backlog less these is what is not searchable yet.
+    pub fn applied_ahead(&self) -> u64 {
+        self.ahead.load(Ordering::Acquire)
     }
 
     /// The count the index has applied through.

@@ -236,6 +236,7 @@ impl Memory {
         self.store
             .outbox_backlog(&self.search_consumer)
             .unwrap_or(0)
+            .saturating_sub(self.clock.applied_ahead())
     }
 }
 
@@ -363,7 +364,7 @@ impl Documents for StoredDocuments<'_> {
     }
 
     fn durable(&self) -> Result<()> {
-        self.0.flush()
+        self.0.durable_reads()
     }
 }
 

@@ -202,7 +202,10 @@ impl Memory {
     }
 
     /// Lists turns by seq range, oldest first, paginated. A page is also
-    /// cut to stay under half the message limit.
+    /// cut to stay under half the message limit. With `newest` > 0 (and
+    /// no page token) the range starts at its N-th turn from the end, so
+    /// only what is returned is read.
+    #[allow(clippy::too_many_arguments)]
     pub async fn list_turns(
         &self,
         ns: &str,
@@ -211,20 +214,32 @@ impl Memory {
         to_seq: Option<u64>,
         page_size: u32,
         page_token: &str,
+        newest: u32,
     ) -> Result<Page<Turn>> {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
         let limit = self.page_size(page_size)?;
-        let from = match PageToken::decode(page_token)? {
+        let token = PageToken::decode(page_token)?;
+        let from = match &token {
             None => from_seq.max(1),
-            Some(PageToken::TurnsFrom(seq)) => seq,
+            Some(PageToken::TurnsFrom(seq)) => *seq,
             Some(_) => return Err(Error::invalid("page_token belongs to another listing")),
         };
         let to = to_seq.unwrap_or(u64::MAX);
+        let tail = (token.is_none() && newest > 0).then_some(u64::from(newest));
         let byte_budget = self.limits.max_message_bytes / 2;
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
         let mut turns = self
-            .blocking(move |st| st.list_turns(&ns, &id, from, to, limit + 1))
+            .blocking(move |st| {
+                let from = match tail {
+                    Some(n) => {
+                        let end = st.get_session(&ns, &id)?.last_seq().min(to);
+                        from.max(end.saturating_sub(n - 1)).max(1)
+                    }
+                    None => from,
+                };
+                st.list_turns(&ns, &id, from, to, limit + 1)
+            })
             .await?;
         let mut bytes = 0usize;
         let mut keep = 0usize;

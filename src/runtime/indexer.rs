@@ -1,12 +1,13 @@
 //! The indexer: one thread that rebuilds the index when it must, then
-//! follows the store's outbox by its own cursor — apply a batch of
-//! entries, make the store durable, commit the index, advance the cursor.
-//! A crash between commit and advance re-applies a batch, which is
-//! harmless (every document is replaced by its key); a crash before the
-//! commit loses nothing, since the entries are still in the store. The
-//! store is made durable before the index commit, so the index never
-//! holds a record that a crash can take back from the store (a write
-//! visible but not yet synced when the indexer read it).
+//! follows the store's outbox — apply a batch of entries, make the store
+//! durable, commit the index (searchable at once, not synced), and now and
+//! then checkpoint: sync the index's files, then move the durable cursor
+//! past what the synced commits applied. A crash re-applies from the
+//! durable cursor, which is harmless (every document is replaced by its
+//! key); a crash before a commit loses nothing, since the entries are
+//! still in the store. The store is made durable before each index commit,
+//! so the index never holds a record that a crash can take back from the
+//! store (a write visible but not yet synced when the indexer read it).
 //! Writers nudge it after each write; it waits `COALESCE` so that the
 //! writes that follow share one commit, then applies them — at once when a
 //! read is waiting for them (read-your-writes, `memory::consistency`). It
@@ -16,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::memory::knowledge::StoredDocuments;
 use crate::memory::IndexClock;
@@ -25,6 +26,11 @@ use crate::store::Store;
 
 /// Outbox entries applied per index commit.
 const BATCH: usize = 2048;
+/// Longest time commits stay unsynced: what a crash makes the indexer
+/// apply again is at most this much of the outbox (or `CHECKPOINT_ENTRIES`).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// Most entries applied ahead of the durable cursor before a checkpoint.
+const CHECKPOINT_ENTRIES: u64 = 50_000;
 /// Longest wait between two looks at the outbox.
 const POLL: Duration = Duration::from_millis(500);
 /// Pause after a failed batch before it is retried.
@@ -42,6 +48,8 @@ pub struct IndexerStats {
     pub applied: AtomicU64,
     /// Index commits.
     pub commits: AtomicU64,
+    /// Index checkpoints (syncs of the commits before them).
+    pub checkpoints: AtomicU64,
     /// Batches that failed (and were retried).
     pub failures: AtomicU64,
 }
@@ -89,9 +97,15 @@ impl Indexer {
                     ),
                     Err(e) => tracing::error!(error = %e, "checking the search index after a crash failed"),
                 }
+                let mut follower = Follower::new(store.as_ref(), &index, &counters, &consumer, &clock);
                 while !flag.load(Ordering::Acquire) {
-                    match drain(store.as_ref(), &index, &counters, &consumer, &clock) {
-                        Ok(0) => match rx.recv_timeout(POLL) {
+                    let drained = follower.drain();
+                    if let Err(e) = follower.checkpoint_if_due() {
+                        counters.failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!(error = %e, "search index checkpoint failed; retrying");
+                    }
+                    match drained {
+                        Ok(0) => match rx.recv_timeout(POLL.min(CHECKPOINT_EVERY)) {
                             Ok(()) => pause(&flag, &clock, COALESCE),
                             Err(RecvTimeoutError::Timeout) => {}
                             Err(RecvTimeoutError::Disconnected) => break,
@@ -105,6 +119,10 @@ impl Indexer {
                             std::thread::sleep(RETRY);
                         }
                     }
+                }
+                // A clean stop leaves every commit synced and passed.
+                if let Err(e) = follower.checkpoint() {
+                    tracing::error!(error = %e, "search index checkpoint at stop failed; the next start applies the outbox again");
                 }
             })
             // Spawning fails only when the OS is out of threads.
@@ -186,37 +204,101 @@ fn pause(stop: &AtomicBool, clock: &IndexClock, time: Duration) {
     }
 }
 
-/// Applies one batch of the outbox; returns how many entries it held.
-fn drain(
-    store: &dyn Store,
-    index: &SearchIndex,
-    stats: &IndexerStats,
-    consumer: &str,
-    clock: &IndexClock,
-) -> crate::Result<usize> {
-    // Every write counted by now is in the outbox this read sees (a
-    // shared store numbers its committed entries first).
-    let written = clock.written();
-    let page = store.read_outbox(consumer, BATCH)?;
-    if page.through == 0 {
-        clock.applied_through(written);
-        return Ok(0);
+/// The indexer's place in the outbox: what it has applied (searchable)
+/// and what it has passed durably.
+struct Follower<'a> {
+    store: &'a dyn Store,
+    index: &'a SearchIndex,
+    stats: &'a IndexerStats,
+    consumer: &'a str,
+    clock: &'a IndexClock,
+    /// The last entry applied to the index (0: none since the start).
+    applied: u64,
+    /// Where the durable cursor is known to be (0: not moved since the
+    /// start).
+    passed: u64,
+    /// Entries applied since the last checkpoint.
+    ahead: u64,
+    last_checkpoint: Instant,
+}
+
+impl<'a> Follower<'a> {
+    fn new(
+        store: &'a dyn Store,
+        index: &'a SearchIndex,
+        stats: &'a IndexerStats,
+        consumer: &'a str,
+        clock: &'a IndexClock,
+    ) -> Follower<'a> {
+        Follower {
+            store,
+            index,
+            stats,
+            consumer,
+            clock,
+            applied: 0,
+            passed: 0,
+            ahead: 0,
+            last_checkpoint: Instant::now(),
+        }
     }
-    let n = page.entries.len();
-    let changes: Vec<_> = page.entries.into_iter().map(|(_, c)| c).collect();
-    // What the batch read from the store is made durable before the index
-    // commits it: a crash cannot leave a document whose record it undid.
-    index.apply(&StoredDocuments(store), &changes)?;
-    // Counted once committed to the index and before the cursor moves: a
-    // scrape that sees no backlog sees them counted (a batch applied again
-    // after a failed advance is counted again: it was applied again).
-    stats.applied.fetch_add(n as u64, Ordering::Relaxed);
-    stats.commits.fetch_add(1, Ordering::Relaxed);
-    // The index commit is durable before the cursor moves past them.
-    store.advance_outbox(consumer, page.through)?;
-    // A page that was not full held everything counted before the read.
-    if n < BATCH {
-        clock.applied_through(written);
+
+    /// Applies one batch of the outbox; returns how many entries it held.
+    fn drain(&mut self) -> crate::Result<usize> {
+        // Every write counted by now is in the outbox this read sees (a
+        // shared store numbers its committed entries first).
+        let written = self.clock.written();
+        let page = self
+            .store
+            .read_outbox_after(self.consumer, self.applied, BATCH)?;
+        if page.through == 0 {
+            self.clock.applied_through(written);
+            return Ok(0);
+        }
+        let n = page.entries.len();
+        let changes: Vec<_> = page.entries.into_iter().map(|(_, c)| c).collect();
+        // What the batch read from the store is made durable before the
+        // index commits it: a crash cannot leave a document whose record
+        // it undid.
+        self.index.apply(&StoredDocuments(self.store), &changes)?;
+        self.stats.applied.fetch_add(n as u64, Ordering::Relaxed);
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        self.applied = page.through;
+        self.ahead += n as u64;
+        self.clock.set_applied_ahead(self.ahead);
+        // A page that was not full held everything counted before the read.
+        if n < BATCH {
+            self.clock.applied_through(written);
+        }
+        Ok(n.max(1))
     }
-    Ok(n.max(1))
+
+    /// Checkpoints when the commits since the last one are old or many
+    /// enough.
+    fn checkpoint_if_due(&mut self) -> crate::Result<()> {
+        if self.ahead >= CHECKPOINT_ENTRIES || self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Syncs the index's commits, then moves the durable cursor past what
+    /// they applied.
+    fn checkpoint(&mut self) -> crate::Result<()> {
+        self.last_checkpoint = Instant::now();
+        if self.applied == self.passed && !self.index.has_unsynced_files() {
+            return Ok(());
+        }
+        self.index.checkpoint()?;
+        self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+        if self.applied > self.passed {
+            // Counted as not applied while the cursor moves: the lag a read
+            // reports may be too high for a moment, never too low.
+            self.clock.set_applied_ahead(0);
+            self.store.advance_outbox(self.consumer, self.applied)?;
+            self.passed = self.applied;
+            self.ahead = 0;
+        }
+        Ok(())
+    }
 }

@@ -582,6 +582,7 @@ impl Watcher {
                     Some(to),
                     READ_CHUNK as u32,
                     "",
+                    0,
                 )
                 .await?;
             if page.items.is_empty() {

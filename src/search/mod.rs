@@ -12,6 +12,7 @@
 //! fact never shows up, whatever the index lag. This module never reads
 //! storage itself.
 
+mod checkpoint;
 mod identity;
 mod query;
 mod repair;
@@ -200,6 +201,8 @@ pub struct SearchIndex {
     /// Where the index lives (`None`: in memory); its clean-stop marker
     /// is there (see `repair.rs`).
     dir: Option<std::path::PathBuf>,
+    /// The directory's checkpoints (`None` in memory).
+    files: Option<checkpoint::CheckpointDirectory>,
 }
 
 impl SearchIndex {
@@ -209,9 +212,12 @@ impl SearchIndex {
     /// moved aside, never trusted.
     pub fn open(dir: Option<&Path>) -> Result<(SearchIndex, bool)> {
         let (schema, f) = schema();
-        let (index, rebuild) = match dir {
-            None => (Index::create_in_ram(schema), true),
-            Some(dir) => Self::open_dir(dir, schema)?,
+        let (index, files, rebuild) = match dir {
+            None => (Index::create_in_ram(schema), None, true),
+            Some(dir) => {
+                let (index, files, rebuild) = Self::open_dir(dir, schema)?;
+                (index, Some(files), rebuild)
+            }
         };
         // Words, lowercased, common words dropped, English stems.
         index.tokenizers().register(
@@ -242,25 +248,46 @@ impl SearchIndex {
             columns: identity::ColumnCache::default(),
             leading_postings: scoped::LEADING_POSTINGS,
             dir: dir.map(Path::to_path_buf),
+            files,
         };
         Ok((s, rebuild))
     }
 
-    fn open_dir(dir: &Path, schema: tantivy::schema::Schema) -> Result<(Index, bool)> {
+    fn open_dir(
+        dir: &Path,
+        schema: tantivy::schema::Schema,
+    ) -> Result<(Index, checkpoint::CheckpointDirectory, bool)> {
         let io = |e: std::io::Error| {
             Error::Storage(format!("search index directory {}: {e}", dir.display()))
         };
+        let files = || {
+            checkpoint::CheckpointDirectory::open(dir).map_err(|e| {
+                Error::Storage(format!("search index directory {}: {e}", dir.display()))
+            })
+        };
         if dir.join("meta.json").exists() {
-            match Index::open_in_dir(dir) {
-                Ok(index) if index.schema() == schema => {
+            let opened =
+                files().and_then(|d| Ok((Index::open(d.clone()).map_err(index_error)?, d)));
+            match opened {
+                Ok((index, d)) if index.schema() == schema => {
                     let complete = index
                         .load_metas()
                         .map(|m| m.payload.as_deref() == Some(COMPLETE))
                         .unwrap_or(false);
-                    if complete {
-                        return Ok((index, false));
+                    match (complete, repair::left_cleanly(dir)) {
+                        (false, _) => {
+                            tracing::warn!(dir = %dir.display(), "search index is incomplete; rebuilding it from the store")
+                        }
+                        (true, true) => return Ok((index, d, false)),
+                        // Commits after the last checkpoint were not
+                        // synced: a power loss may have torn them.
+                        (true, false) => match repair::whole_after_crash(&index, dir) {
+                            Ok(()) => return Ok((index, d, false)),
+                            Err(e) => {
+                                tracing::warn!(dir = %dir.display(), error = %e, "search index was damaged by a crash; rebuilding it from the store")
+                            }
+                        },
                     }
-                    tracing::warn!(dir = %dir.display(), "search index is incomplete; rebuilding it from the store");
                 }
                 Ok(_) => {
                     tracing::warn!(dir = %dir.display(), "search index has another layout; rebuilding it from the store")
@@ -274,8 +301,27 @@ impl SearchIndex {
             tracing::warn!(moved_to = %aside.display(), "old search index moved aside; delete it when no longer needed");
         }
         std::fs::create_dir_all(dir).map_err(io)?;
-        let index = Index::create_in_dir(dir, schema).map_err(index_error)?;
-        Ok((index, true))
+        let d = files()?;
+        let index = Index::create(d.clone(), schema, tantivy::IndexSettings::default())
+            .map_err(index_error)?;
+        Ok((index, d, true))
+    }
+
+    /// Whether commits or merges wrote files no checkpoint synced yet.
+    pub fn has_unsynced_files(&self) -> bool {
+        self.files.as_ref().is_some_and(|f| f.unsynced_files() > 0)
+    }
+
+    /// Makes every commit so far durable (syncs what they wrote). The
+    /// indexer calls it before it moves its outbox cursor past what those
+    /// commits applied.
+    pub fn checkpoint(&self) -> Result<()> {
+        match &self.files {
+            Some(files) => files
+                .checkpoint()
+                .map_err(|e| Error::Storage(format!("search index checkpoint: {e}"))),
+            None => Ok(()),
+        }
     }
 
     /// Whether searches can be served (no rebuild is running).
@@ -503,7 +549,9 @@ impl SearchIndex {
     }
 
     /// Applies outbox entries and commits, after what they read from the
-    /// store was made durable; the entries may then be acknowledged.
+    /// store was made durable. The commit is searchable at once and
+    /// durable after the next [`SearchIndex::checkpoint`]: only then may
+    /// the entries be acknowledged.
     /// Applying an entry twice is harmless: every document is keyed, and
     /// adding one replaces the document of the same key.
     pub fn apply(&self, store: &dyn Documents, changes: &[IndexChange]) -> Result<()> {
@@ -591,6 +639,7 @@ impl SearchIndex {
         }
         store.durable()?;
         self.commit(&mut w)?;
+        self.checkpoint()?;
         self.ready.store(true, Ordering::Release);
         Ok(docs)
     }
@@ -604,6 +653,66 @@ impl SearchIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An index in `dir` with one committed document, closed without the
+    /// clean-stop marker (as a crash leaves it).
+    fn crashed_index(dir: &Path) -> Vec<std::path::PathBuf> {
+        let (idx, _) = SearchIndex::open(Some(dir)).expect("created");
+        {
+            let mut w = idx.writer();
+            let mut doc = TantivyDocument::default();
+            doc.add_text(idx.f.doc_key, "t\u{0}ns\u{0}s\u{0}1");
+            w.add_document(doc).expect("added");
+            idx.commit(&mut w).expect("committed");
+        }
+        assert_eq!(idx.num_docs(), 1);
+        idx.index
+            .searchable_segment_metas()
+            .expect("metas")
+            .iter()
+            .flat_map(|m| m.list_files())
+            .map(|f| dir.join(f))
+            .filter(|f| f.exists())
+            .collect()
+    }
+
+    #[test]
+    fn after_a_crash_a_torn_index_is_rebuilt_and_a_whole_one_kept() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("search-index");
+        crashed_index(&dir);
+        // A file a checkpoint kept for a deletion that never came.
+        let orphan = dir.join("0123456789abcdef0123456789abcdef.idx");
+        std::fs::write(&orphan, b"left by a crash").expect("orphan");
+        let (idx, rebuild) = SearchIndex::open(Some(&dir)).expect("reopened");
+        assert!(!rebuild, "a whole index is kept");
+        assert_eq!(idx.num_docs(), 1);
+        assert!(!orphan.exists(), "what no commit references is removed");
+        drop(idx);
+
+        // A power loss tore a file of the last (unsynced) commit.
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("search-index");
+        let files = crashed_index(&dir);
+        let store = files
+            .iter()
+            .find(|f| f.extension().is_some_and(|e| e == "store"))
+            .expect("a store file");
+        let mut bytes = std::fs::read(store).expect("read");
+        bytes[0] ^= 0xff;
+        std::fs::write(store, bytes).expect("torn");
+        let (_idx, rebuild) = SearchIndex::open(Some(&dir)).expect("reopened");
+        assert!(rebuild, "a torn index is rebuilt from the store");
+
+        // The same damage after a clean stop is not looked for (the
+        // checkpoint at stop synced every commit).
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("search-index");
+        crashed_index(&dir);
+        repair::mark_clean_stop(&dir).expect("marker");
+        let (_idx, rebuild) = SearchIndex::open(Some(&dir)).expect("reopened");
+        assert!(!rebuild);
+    }
 
     #[test]
     fn an_index_of_another_layout_is_moved_aside_and_rebuilt() {

@@ -40,6 +40,60 @@ pub(super) fn stopped_cleanly(dir: &Path) -> Result<bool> {
     }
 }
 
+/// Whether the marker of a clean stop is in `dir` (left as it is).
+pub(super) fn left_cleanly(dir: &Path) -> bool {
+    dir.join(CLEAN_STOP).exists()
+}
+
+/// Checks an index that a crash may have left torn: commits after the
+/// last checkpoint were not synced, so after a power loss a file the last
+/// commit references may be missing or hold something else. Every such
+/// file must exist and match the checksum in its footer; then what no
+/// commit references (files kept for a checkpoint that never came) is
+/// removed. An error means: rebuild from the store.
+pub(super) fn whole_after_crash(index: &tantivy::Index, dir: &Path) -> Result<()> {
+    let metas = index.searchable_segment_metas().map_err(index_error)?;
+    let mut referenced = std::collections::HashSet::new();
+    for meta in &metas {
+        for file in meta.list_files() {
+            // A segment without deletes has no delete file, say.
+            if dir.join(&file).exists() {
+                referenced.insert(file);
+            }
+        }
+        if !dir
+            .join(meta.relative_path(tantivy::index::SegmentComponent::Store))
+            .exists()
+        {
+            return Err(Error::Storage(format!(
+                "segment {} of the last commit is missing",
+                meta.id().uuid_string()
+            )));
+        }
+    }
+    for file in &referenced {
+        let whole = index
+            .directory()
+            .validate_checksum(file)
+            .map_err(|e| Error::Storage(format!("{}: {e}", file.display())))?;
+        if !whole {
+            return Err(Error::Storage(format!(
+                "{} does not match its checksum",
+                file.display()
+            )));
+        }
+    }
+    let removed = super::checkpoint::remove_leftovers(dir, &referenced)
+        .map_err(|e| Error::Storage(format!("search index directory {}: {e}", dir.display())))?;
+    if removed > 0 {
+        tracing::info!(
+            files = removed,
+            "removed search index files a crash left behind"
+        );
+    }
+    Ok(())
+}
+
 /// Leaves the clean-stop marker in `dir` (durably).
 pub(super) fn mark_clean_stop(dir: &Path) -> Result<()> {
     let marker = dir.join(CLEAN_STOP);

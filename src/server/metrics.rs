@@ -266,8 +266,14 @@ impl Collector for MemoryCollector {
         counter(
             &mut e,
             "search_index_commits",
-            "search index commits",
+            "search index commits (searchable at once)",
             ix.commits.load(Relaxed),
+        )?;
+        counter(
+            &mut e,
+            "search_index_checkpoints",
+            "search index checkpoints (syncs that make the commits before them durable)",
+            ix.checkpoints.load(Relaxed),
         )?;
         counter(
             &mut e,

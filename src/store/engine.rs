@@ -16,6 +16,7 @@ use std::fs::File;
 use std::mem::ManuallyDrop;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::{Error, Result};
@@ -146,6 +147,13 @@ pub trait Engine: Read + Send + Sync + 'static {
 
     /// Makes every applied batch durable.
     fn sync(&self) -> Result<()>;
+
+    /// Whether every batch applied so far is durable already (a sync that
+    /// began after it finished), so a reader need not sync for what it
+    /// read. `false` when the engine cannot tell.
+    fn all_synced(&self) -> bool {
+        false
+    }
 
     /// Runs `work` as one unit: serialized with every other unit holding
     /// `lock` (in every process sharing the engine), committed when it
@@ -287,6 +295,11 @@ pub struct SledEngine {
     log_file: File,
     /// Blob files already synced (sled never rewrites a blob in place).
     synced_blobs: Mutex<HashSet<OsString>>,
+    /// Batches applied (counted inside the exclusive gate, so a read that
+    /// sees a batch sees it counted).
+    applied: AtomicU64,
+    /// Batches a finished sync covered (it began after they were applied).
+    synced: AtomicU64,
 }
 
 impl SledEngine {
@@ -349,6 +362,11 @@ impl SledEngine {
             tree: ManuallyDrop::new(tree),
             log_file,
             synced_blobs: Mutex::new(HashSet::new()),
+            // What was recovered at open counts as one batch not known
+            // to be synced (a killed process may have left it written but
+            // not synced): the first reader that needs it synced syncs.
+            applied: AtomicU64::new(1),
+            synced: AtomicU64::new(0),
         })
     }
 
@@ -481,10 +499,12 @@ impl Engine for SledEngine {
         }
         let _gate = exclusive();
         self.tree.apply_batch(b)?;
+        self.applied.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
     fn sync(&self) -> Result<()> {
+        let covers = self.applied.load(Ordering::SeqCst);
         {
             let _gate = shared();
             self.db.flush()?;
@@ -492,7 +512,13 @@ impl Engine for SledEngine {
         self.sync_blobs()?;
         self.log_file
             .sync_data()
-            .map_err(|e| Error::Storage(format!("fdatasync of the sled log failed: {e}")))
+            .map_err(|e| Error::Storage(format!("fdatasync of the sled log failed: {e}")))?;
+        self.synced.fetch_max(covers, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn all_synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst) >= self.applied.load(Ordering::SeqCst)
     }
 }
 

@@ -746,6 +746,13 @@ impl<E: Engine> Store for KvStore<E> {
         self.durable()
     }
 
+    fn durable_reads(&self) -> Result<()> {
+        if self.engine.all_synced() {
+            return Ok(());
+        }
+        self.durable()
+    }
+
     fn is_shared(&self) -> bool {
         self.engine.shared().is_some()
     }

@@ -462,7 +462,14 @@ pub trait KnowledgeStore {
 pub trait Outbox {
     /// Entries after `consumer`'s cursor, oldest first, at most `limit`
     /// examined (an unreadable entry is logged and skipped).
-    fn read_outbox(&self, consumer: &str, limit: usize) -> Result<OutboxPage>;
+    fn read_outbox(&self, consumer: &str, limit: usize) -> Result<OutboxPage> {
+        self.read_outbox_after(consumer, 0, limit)
+    }
+
+    /// Entries after `consumer`'s cursor and after `after` (what the
+    /// consumer has applied but not yet passed durably), as
+    /// [`Outbox::read_outbox`].
+    fn read_outbox_after(&self, consumer: &str, after: u64, limit: usize) -> Result<OutboxPage>;
 
     /// Moves `consumer`'s cursor to `through` (never back) and prunes the
     /// entries every known consumer has passed.
@@ -571,6 +578,13 @@ pub trait Store:
     /// Makes everything durable before the process exits (writes already
     /// are; this also flushes what engines keep for speed).
     fn flush(&self) -> Result<()>;
+
+    /// Makes durable every write a read so far may have seen (a write is
+    /// visible before the sync that acknowledges it): no sync when every
+    /// applied write is durable already.
+    fn durable_reads(&self) -> Result<()> {
+        self.flush()
+    }
 
     /// Whether other daemons share this store (a shared database): then
     /// each daemon follows the outbox under its own consumer name, and

@@ -124,13 +124,13 @@ impl ChangeLog {
 }
 
 impl<E: Engine> Outbox for KvStore<E> {
-    fn read_outbox(&self, consumer: &str, limit: usize) -> Result<OutboxPage> {
+    fn read_outbox_after(&self, consumer: &str, after: u64, limit: usize) -> Result<OutboxPage> {
         if let Some(shared) = self.engine().shared() {
             shared.sequence(keys::change)?;
         }
         let cursor = {
             let _order = self.changes.order.lock().unwrap_or_else(|p| p.into_inner());
-            self.changes.cursor(consumer)
+            self.changes.cursor(consumer).max(after)
         };
         let start = keys::change(cursor);
         let mut out = OutboxPage::default();

@@ -452,6 +452,11 @@ impl Engine for PgEngine {
         Ok(())
     }
 
+    fn all_synced(&self) -> bool {
+        // Nothing is visible before its commit, which is durable.
+        true
+    }
+
     fn locked<T>(&self, lock: &[u8], work: impl FnOnce(&mut dyn Txn) -> Result<T>) -> Result<T> {
         let conn = self.conn()?;
         let mut tx = PgTxn::begin(conn, lock)?;
