@@ -276,6 +276,14 @@ def test_a_bundle_leads_the_prompt_with_cache_breakpoints(client: MnemoClient, n
     assert system_message(first) == {"role": "system", "content": first.rendered_text}
     # The next exchange: the first block is the same, the second grows.
     client.append_turns(namespace, sid, [{"role": "assistant", "content": "It ships tomorrow."}])
-    second = client.get_context_bundle(namespace, sid, 2000, query="shipping")
+    second = client.get_context_bundle(namespace, sid, 2000)
     assert anthropic_system(second)[0] == blocks[0]
     assert second.parts()[1].startswith(log)
+    # Requests whose queries retrieve memory share their blocks with each
+    # other (the stable part and the log give way to the request's memory
+    # in one fixed step, see docs/prompt-caching.md).
+    asked = client.get_context_bundle(namespace, sid, 2000, query="shipping")
+    client.append_turns(namespace, sid, [{"role": "user", "content": "Thanks, and ORD-101?"}])
+    again = client.get_context_bundle(namespace, sid, 2000, query="order ORD-101")
+    assert anthropic_system(again)[0] == anthropic_system(asked)[0]
+    assert again.parts()[1].startswith(asked.parts()[1])
