@@ -396,9 +396,17 @@ test('a bundle leads the prompt: its stable part and log are cache breakpoints t
   assert.deepEqual(blocks.map((b) => b.cache_control ?? null), [{ type: 'ephemeral' }, { type: 'ephemeral' }, null]);
   assert.deepEqual(systemMessage(first), { role: 'system', content: first.renderedText });
   await client.appendTurns(ns, sessionId, [{ role: 'ASSISTANT', content: 'It ships tomorrow.' }]);
-  const second = await client.getContextBundle(ns, sessionId, 2000, { query: 'shipping' });
+  const second = await client.getContextBundle(ns, sessionId, 2000);
   assert.deepEqual(anthropicSystem(second)[0], blocks[0]);
   assert.ok(bundleParts(second)[1].startsWith(log));
+  // Requests whose queries retrieve memory share their blocks with each other
+  // (the stable part and the log give way to the request's memory in one fixed
+  // step, see docs/prompt-caching.md).
+  const asked = await client.getContextBundle(ns, sessionId, 2000, { query: 'shipping' });
+  await client.appendTurns(ns, sessionId, [{ role: 'USER', content: 'Thanks, and ORD-101?' }]);
+  const again = await client.getContextBundle(ns, sessionId, 2000, { query: 'order ORD-101' });
+  assert.deepEqual(anthropicSystem(again)[0], anthropicSystem(asked)[0]);
+  assert.ok(bundleParts(again)[1].startsWith(bundleParts(asked)[1]));
 });
 
 test('a handoff moves ownership and fences appends of the old owner', async () => {
