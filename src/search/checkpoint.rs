@@ -149,7 +149,8 @@ fn sync_file(path: &Path) -> io::Result<()> {
     }
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
+/// Syncs a directory's entries.
+pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

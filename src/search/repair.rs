@@ -104,8 +104,7 @@ pub(super) fn mark_clean_stop(dir: &Path) -> Result<()> {
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
+    super::checkpoint::sync_dir(dir)
         .map_err(|e| Error::Storage(format!("cannot sync {}: {e}", dir.display())))
 }
 
