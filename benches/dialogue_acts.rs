@@ -85,6 +85,24 @@ fn detected(text: &str, gated: bool) -> bool {
     })
 }
 
+/// Each clause of `text`: its sentence's cues, the action cue and the
+/// gate's confidence (what `MNEMO_DA_SHOW=fn-why` prints).
+fn explain(text: &str) {
+    let (_, sentences) = rules::classify_text(text);
+    for c in &sentences {
+        for clause in rules::clauses(c.text) {
+            println!(
+                "      decision={} maybe_action={} cue={} noise={} conf={:.2} | {clause}",
+                u8::from(c.cues.decision),
+                u8::from(c.cues.maybe_action),
+                u8::from(rules::action_cue(clause, &[]).is_some()),
+                u8::from(rules::is_noise(clause)),
+                rules::confidence(Act::Action, clause)
+            );
+        }
+    }
+}
+
 fn main() {
     let Ok(sets) = std::env::var("MNEMO_DA_SETS") else {
         println!("dialogue_acts: MNEMO_DA_SETS is not set (name=path.tsv,...); nothing measured");
@@ -131,10 +149,15 @@ fn main() {
                 .into_iter()
                 .any(|x| rules::is_listed(Act::Action, x));
             counts[3].1.add(alone, gold);
-            // MNEMO_DA_SHOW=fp|fn prints the gated detector's errors.
+            // MNEMO_DA_SHOW=fp|fn prints the gated detector's errors;
+            // MNEMO_DA_SHOW=fn-why also each clause's cue and confidence.
             match (show.as_deref(), gated, gold) {
                 (Some("fp"), true, false) | (Some("fn"), false, true) => {
                     println!("  {} [{}] {utt}", cols[4], u8::from(cue));
+                }
+                (Some("fn-why"), false, true) => {
+                    println!("  {} [{}] {utt}", cols[4], u8::from(cue));
+                    explain(utt);
                 }
                 _ => {}
             }

@@ -20,26 +20,25 @@ pub struct Conversation {
     pub id: String,
     pub turns: Vec<NewTurn>,
     /// Turn labels people made, by seq (a labelled set's `labels`; see
-    /// `scripts/labelled_to_sweep.py`), else empty. Only the summary
-    /// sweep reads them.
+    /// `scripts/labelled_to_sweep.py`): `Some` for a conversation that was
+    /// labelled, even when no turn got a label (then every item listed is
+    /// wrong), `None` for one that was not. Only the summary sweep reads
+    /// them.
     #[allow(dead_code)]
-    pub labels: BTreeMap<u64, Vec<String>>,
+    pub labels: Option<BTreeMap<u64, Vec<String>>>,
 }
 
-/// A conversation's `labels` object (`{"<seq>": ["commitment", ...]}`).
-fn labels_of(v: &Value) -> BTreeMap<u64, Vec<String>> {
-    v["labels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, l)| {
-            let kinds = l
-                .as_array()?
-                .iter()
-                .filter_map(|x| x.as_str().map(String::from));
-            Some((k.parse().ok()?, kinds.collect()))
-        })
-        .collect()
+/// A conversation's `labels` object (`{"<seq>": ["commitment", ...]}`),
+/// `None` when it has none.
+fn labels_of(v: &Value) -> Option<BTreeMap<u64, Vec<String>>> {
+    let labels = v["labels"].as_object()?.iter().filter_map(|(k, l)| {
+        let kinds = l
+            .as_array()?
+            .iter()
+            .filter_map(|x| x.as_str().map(String::from));
+        Some((k.parse().ok()?, kinds.collect()))
+    });
+    Some(labels.collect())
 }
 
 #[derive(Deserialize)]
@@ -123,7 +122,7 @@ pub fn load(path: &Path) -> Vec<Conversation> {
             .map(|p| Conversation {
                 id: p.file_stem().unwrap_or_default().to_string_lossy().into(),
                 turns: turns_of(&read(p), Role::User),
-                labels: BTreeMap::new(),
+                labels: None,
             })
             .collect();
     }
@@ -134,7 +133,7 @@ pub fn load(path: &Path) -> Vec<Conversation> {
             out.push(Conversation {
                 id: m["id"].as_str().unwrap_or("meeting").into(),
                 turns: turns_of(m, Role::User),
-                labels: BTreeMap::new(),
+                labels: None,
             });
         }
     }
@@ -155,7 +154,7 @@ pub fn load(path: &Path) -> Vec<Conversation> {
                         .as_str()
                         .map_or_else(|| format!("session-{k}"), str::to_string),
                     turns: turns_of(session, Role::User),
-                    labels: BTreeMap::new(),
+                    labels: None,
                 });
             }
         }

@@ -154,9 +154,12 @@ impl FoldState {
     }
 
     /// A later statement by another participant answers a question when it
-    /// is the very next conversational turn after the question, or when it
-    /// shares at least half of the question's content words; sharing two or
-    /// more (but fewer than half) answers it partly.
+    /// is in the reply to the asker's run of turns (chat splits both the
+    /// questions and the reply into several messages): the reply takes up
+    /// every question of the run it answers. Later, a statement answers a
+    /// question when it shares at least half of its content words; sharing
+    /// two or more (but fewer than half) answers it partly. A reply that
+    /// only defers ("let me check") answers nothing.
     pub(super) fn answer_questions(
         &mut self,
         seq: u64,
@@ -175,38 +178,24 @@ impl FoldState {
             .iter()
             .flat_map(|c| c.content.iter().cloned())
             .collect();
-        let prev_seq = self.prev_conv.as_ref().map(|(s, _)| *s);
         let qwords: Vec<BTreeSet<String>> = self
             .questions
             .iter()
             .map(|q| rules::content_words(&q.question))
             .collect();
-
-        let mut answered = vec![false; self.questions.len()];
-        let immediate: Vec<usize> = (0..self.questions.len())
-            .filter(|&i| {
-                let q = &self.questions[i];
-                q.asked_by != speaker && q.evidence_seqs.first().copied() == prev_seq
+        let mut answered: Vec<bool> = self
+            .questions
+            .iter()
+            .map(|q| {
+                q.asked_by != speaker
+                    && self.reply_to.as_ref().is_some_and(|(from, to, asker)| {
+                        q.asked_by == *asker
+                            && q.evidence_seqs
+                                .first()
+                                .is_some_and(|s| (*from..=*to).contains(s))
+                    })
             })
             .collect();
-        if immediate.len() == 1 {
-            answered[immediate[0]] = true;
-        } else if !immediate.is_empty() {
-            // Several questions in one turn: the reply answers those it
-            // talks about, or all of them when it names none.
-            let touched: Vec<usize> = immediate
-                .iter()
-                .copied()
-                .filter(|&i| qwords[i].intersection(&words).count() > 0)
-                .collect();
-            for i in if touched.is_empty() {
-                immediate
-            } else {
-                touched
-            } {
-                answered[i] = true;
-            }
-        }
         for (i, q) in self.questions.iter_mut().enumerate() {
             if answered[i] || q.asked_by == speaker {
                 continue;

@@ -186,6 +186,14 @@ pub struct FoldState {
     conv_words: u64,
     /// Seq and speaker of the last conversational turn.
     prev_conv: Option<(u64, String)>,
+    /// Seq of the first turn of the run of conversational turns the last
+    /// speaker is in (chat splits one reply into several messages); `None`
+    /// in a state written before it was kept.
+    run_start: Option<u64>,
+    /// The run the current speaker's run replies to: its first and last
+    /// seq and its speaker. Questions asked in it are answered by the
+    /// reply (see `answer_questions`).
+    reply_to: Option<(u64, u64, String)>,
     /// Up to two most recent distinct user/assistant speakers, newest first.
     recent_speakers: Vec<String>,
     /// The tool that failed since the last conversational turn.
@@ -264,6 +272,7 @@ impl FoldState {
         // unless a client annotated it as one.
         let instructs = turn.role == Role::System && annotation.is_none();
         if conversational && !instructs {
+            self.note_run(turn.seq, &speaker);
             let proposal = self.proposal.take();
             match annotation {
                 Some(a) => self.fold_annotation(a, turn.seq, &speaker, text, time),
@@ -304,6 +313,21 @@ impl FoldState {
         }
         let topic_turn = topic_turn(turn.seq, conversational, &sentences);
         self.fold_topic(topic_turn);
+    }
+
+    /// A new speaker starts a run of turns that replies to the run before
+    /// it (chat splits one message into several turns).
+    fn note_run(&mut self, seq: u64, speaker: &str) {
+        let Some((last, previous)) = self.prev_conv.clone() else {
+            self.run_start = Some(seq);
+            return;
+        };
+        if previous != speaker {
+            // A state written before runs were kept knows the last turn.
+            let from = self.run_start.unwrap_or(last).min(last);
+            self.reply_to = Some((from, last, previous));
+            self.run_start = Some(seq);
+        }
     }
 
     /// "I will search for news about the iPhone 14." and then the search

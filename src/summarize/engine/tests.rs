@@ -395,6 +395,66 @@ fn questions_answered_partially_or_not() {
 }
 
 #[test]
+fn a_reply_split_over_messages_answers_the_questions_of_the_run_before_it() {
+    // Chat: the asker sends the questions and more in several messages,
+    // the other replies in several; the reply takes the questions up.
+    let turns = vec![
+        turn(
+            1,
+            Role::User,
+            "ana",
+            "Which pasta did you make at the class?",
+        ),
+        turn(
+            2,
+            Role::User,
+            "ana",
+            "Did you take any photos of the dishes?",
+        ),
+        turn(
+            3,
+            Role::User,
+            "ana",
+            "The gallery was great today by the way.",
+        ),
+        turn(4, Role::Assistant, "bo", "Not sure yet, honestly."),
+        turn(
+            5,
+            Role::Assistant,
+            "bo",
+            "We made carbonara with fresh guanciale.",
+        ),
+        turn(6, Role::User, "ana", "When does the next class start?"),
+    ];
+    let s = summarize(&turns, false);
+    check_valid(&turns, &s);
+    let open: Vec<&str> = s
+        .open_questions
+        .iter()
+        .map(|q| q.question.as_str())
+        .collect();
+    assert_eq!(open, ["When does the next class start?"], "{open:?}");
+
+    // A state written before runs were kept (no run start) still answers
+    // the question of the turn just before the reply.
+    let mut state = FoldState::default();
+    state.fold(&turns[..2]);
+    state.run_start = None;
+    state.reply_to = None;
+    state.fold(&turns[3..]);
+    let open: Vec<String> = state
+        .render(&ctx(false))
+        .open_questions
+        .into_iter()
+        .map(|q| q.question)
+        .collect();
+    assert!(
+        open.iter().all(|q| !q.contains("photos")),
+        "the last question before the reply is answered: {open:?}"
+    );
+}
+
+#[test]
 fn annotations_win_over_heuristics() {
     let mut t1 = turn(1, Role::User, "u", "Ship it on Monday, probably");
     t1.metadata

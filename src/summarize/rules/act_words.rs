@@ -360,6 +360,7 @@ pub(super) const SOCIAL: &[&str] = &[
     "keep that in mind",
     "keep an eye",
     "take care",
+    "take your time",
     "good luck",
     "have fun",
     "enjoy",

@@ -120,6 +120,9 @@ pub(crate) fn is_forecast(n: &Norm) -> bool {
         }
     }
     any && !n.has_any(&[
+        // "I'll see if I can catch her": an attempt promised.
+        "see if i can",
+        "see if we can",
         "need to",
         "needs to",
         "let me",

@@ -146,7 +146,7 @@ fn social_penalty(text: &str, n: &Norm) -> f32 {
     if n.has_any(SOCIAL) {
         p += 0.45;
     }
-    if n.has_any(HEDGES) {
+    if hedged(n) {
         p += 0.3;
     }
     let exclaims = text.trim_end().ends_with('!');
@@ -156,9 +156,23 @@ fn social_penalty(text: &str, n: &Norm) -> f32 {
     p
 }
 
+/// Whether the sentence hedges ("maybe", "if I can"); "I'll see if I can
+/// catch her" promises an attempt, which is work someone can check.
+fn hedged(n: &Norm) -> bool {
+    HEDGES
+        .iter()
+        .any(|h| n.has(h) && !(*h == "if i can" && n.has("see if i can")))
+}
+
 /// "If you need anything, I'll…": work promised on a condition.
 fn conditional_penalty(n: &Norm) -> f32 {
-    if n.has_any(&["if", "unless", "whenever", "in case"]) {
+    // "I'll see if I can…" tries; it sets no condition.
+    let condition = n.has_any(&["unless", "whenever", "in case"])
+        || n.words
+            .iter()
+            .enumerate()
+            .any(|(i, w)| w == "if" && (i == 0 || n.words[i - 1] != "see"));
+    if condition {
         0.15
     } else {
         0.0
@@ -182,9 +196,26 @@ fn action_score(text: &str, n: &Norm) -> f32 {
         return third_person_score(text, n);
     };
     let (pos, len) = at;
-    let Some((vat, verb)) = verb_after(n, pos + len) else {
+    let Some((mut vat, mut verb)) = verb_after(n, pos + len) else {
         return 0.0;
     };
+    // "I'll see if I can drag him out": the attempt's verb is the work.
+    if verb == "see"
+        && matches!(
+            n.words.get(vat + 1..vat + 4),
+            Some([a, b, c]) if a == "if" && (b == "i" || b == "we") && c == "can"
+        )
+    {
+        if let Some((v_at, v)) = verb_after(n, vat + 4) {
+            (vat, verb) = (v_at, v);
+        }
+    }
+    if let Some(s) = report_promise(text, n, pos, vat) {
+        return s;
+    }
+    if let Some(s) = dated_visit(text, n, vat) {
+        return s;
+    }
     // "the church I am going to this morning": "going to" a place.
     if has_word(NOT_WORK, verb) || is_stopword(verb) {
         return 0.1;
@@ -194,20 +225,6 @@ fn action_score(text: &str, n: &Norm) -> f32 {
     let next = n.words.get(vat + 1).map_or("", String::as_str);
     if verb == "try" && !matches!(next, "again" | "to" | "and") {
         return 0.1;
-    }
-    // "I'll let you know how it turns out when I make it" promises a
-    // report on something named; a bare "I'll let you know" does not.
-    if verb == "let"
-        && n.words
-            .get(vat + 1..vat + 3)
-            .is_some_and(|w| w == ["you", "know"])
-    {
-        let about = n.words.get(vat + 3).map_or("", String::as_str);
-        let named = matches!(about, "how" | "if" | "whether" | "what" | "when" | "once")
-            && objects_after(n, vat + 4) >= 2;
-        if !(named || is_dated(text, n)) {
-            return 0.1;
-        }
     }
     // A verb of work we know, or any other verb (the lists cannot name
     // every trade's work: "I'll rotate the keys").
@@ -240,8 +257,11 @@ fn action_score(text: &str, n: &Norm) -> f32 {
     if has_word(ON_THE_SPOT, verb) && (to_you || intent == "let me") && !is_dated(text, n) {
         s -= 0.3;
     }
-    // "I will now retrieve the address": the step being taken.
-    if n.words[pos..vat].iter().any(|w| w == "now") || n.has("right now") {
+    // "I will now retrieve the address", "Now I'm gonna shower": the step
+    // being taken; "I'm gonna work on that for a bit": an activity, not
+    // something anyone can later check was done.
+    let from_now = n.has_any(&["from now", "by now", "until now", "till now"]);
+    if n.words.iter().any(|w| w == "now") && !from_now || n.has_any(&["for a bit", "for a while"]) {
         s -= 0.3;
     }
     // "I'll try using the search function": a tool about to be called.
@@ -257,6 +277,93 @@ fn action_score(text: &str, n: &Norm) -> f32 {
         s -= 0.2;
     }
     s - social_penalty(text, n) - conditional_penalty(n) - habit_penalty(n)
+}
+
+/// Verbs of a promise to report back: "let you know", "keep you posted".
+const REPORTS: &[&str] = &[
+    "let you know",
+    "keep you posted",
+    "keep you updated",
+    "keep you in the loop",
+    "update you",
+    "get back to you",
+    "fill you in",
+];
+
+/// "I'll let you know how it turns out when I make it", "as soon as I
+/// name it I will let you know", "I'll keep you posted about that": a
+/// report promised on something named (what follows, a condition before,
+/// or a date) is a commitment; a bare "I'll keep ya posted." is a
+/// pleasantry. `None` when the intent's verb promises no report.
+fn report_promise(text: &str, n: &Norm, pos: usize, vat: usize) -> Option<f32> {
+    // The report is the intent's verb ("I'll keep you posted…") or ends
+    // the clause's plan ("I'll see if I can drag him out and let you know
+    // tomorrow").
+    let (at, len) = REPORTS
+        .iter()
+        .filter_map(|r| n.find(r).map(|p| (p, r.split(' ').count())))
+        .filter(|&(p, _)| p >= vat)
+        .min()?;
+    let after = at + len;
+    let next = n.words.get(after).map_or("", String::as_str);
+    let named_after = match next {
+        "how" | "if" | "whether" | "what" | "when" | "once" | "where" | "who" | "which" => {
+            objects_after(n, after + 1) >= 1
+        }
+        // "about that" points at what was just said.
+        "about" | "on" => n.words.len() > after + 1,
+        _ => false,
+    };
+    // "As soon as I get one and name it I will…": the report waits on
+    // something said before the intent.
+    let named_before = n.words[..pos]
+        .iter()
+        .any(|w| matches!(w.as_str(), "once" | "when" | "after" | "soon"))
+        && objects_before(n, pos) >= 1;
+    // A plan of its own before the report ("I'm going to a shelter this
+    // week and let you know how it goes") was judged by the caller.
+    if !(named_after || named_before || is_dated(text, n)) {
+        // Bare, the report is a pleasantry; after a plan of its own the
+        // plan is judged as any other.
+        return (at == vat).then_some(0.1);
+    }
+    // The report phrase itself is on the list of social talk; only the
+    // rest of the sentence is judged for it.
+    let social = SOCIAL
+        .iter()
+        .any(|p| !p.contains(" posted") && !p.contains(" updated") && n.has(p));
+    let exclaims = text.trim_end().ends_with('!') && !is_dated(text, n);
+    let penalty = if social { 0.45 } else { 0.0 }
+        + if hedged(n) { 0.3 } else { 0.0 }
+        + if exclaims { 0.15 } else { 0.0 };
+    Some(0.6 - penalty - habit_penalty(n))
+}
+
+/// "I'm going to a rescue tomorrow", "I'm going to go to a shelter later
+/// this week": a visit with a place and a time is a plan someone can
+/// check; without a time it is talk ("I'm going to the gym").
+fn dated_visit(text: &str, n: &Norm, vat: usize) -> Option<f32> {
+    let mut at = vat;
+    if n.words.get(at).is_some_and(|w| w == "go") {
+        at += 1;
+        if n.words.get(at).is_some_and(|w| w == "to") {
+            at += 1;
+        }
+    } else if n.words.get(at.wrapping_sub(1)).is_none_or(|w| w != "to") {
+        // "I'll a…" is not a visit; only "going to a…" reaches here.
+        return None;
+    }
+    let det = n.words.get(at).map_or("", String::as_str);
+    let place = n.words.get(at + 1).map_or("", String::as_str);
+    if !matches!(
+        det,
+        "a" | "an" | "the" | "my" | "our" | "his" | "her" | "their"
+    ) || is_stopword(place)
+        || !is_dated(text, n)
+    {
+        return None;
+    }
+    Some(0.55 - social_penalty(text, n) - conditional_penalty(n) - habit_penalty(n))
 }
 
 /// "When I feel stressed I'll go to a spa": a habit, not a plan.
@@ -413,7 +520,7 @@ fn decision_score(text: &str, n: &Norm) -> f32 {
     // "This year I decided to make a wreath": one person's past choice
     // told, not a plan the participants settle.
     if n.has_any(&["i decided", "i've decided", "i had decided"]) {
-        s -= 0.15;
+        s -= 0.3;
     }
     s - social_penalty(text, n) - habit_penalty(n)
 }
@@ -440,12 +547,15 @@ fn question_score(text: &str, n: &Norm) -> f32 {
         2 => 0.5,
         _ => 0.6,
     };
-    // A tag question ("…, right?", "…, huh?") confirms, it does not ask.
+    // A tag question ("…, right?", "…, huh?", "…, you know?") confirms, it
+    // does not ask; "Remember how I mentioned…?" reminds.
     let last = n.words.last().map_or("", String::as_str);
     if matches!(
         last,
-        "right" | "huh" | "eh" | "no" | "yeah" | "yes" | "ok" | "okay"
-    ) {
+        "right" | "huh" | "eh" | "no" | "yeah" | "yes" | "ok" | "okay" | "yknow" | "ya"
+    ) || n.text.ends_with(" you know ")
+        || n.starts_with("remember")
+    {
         s -= 0.4;
     }
     if text.contains('!') {
@@ -496,6 +606,40 @@ mod tests {
             "I can relate to that.",
             "I'll definitely be more careful next time.",
             "Maybe someday I'll visit Japan.",
+        ] {
+            assert!(
+                !listed(Act::Action, s),
+                "{s}: {}",
+                confidence(Act::Action, s)
+            );
+        }
+    }
+
+    #[test]
+    fn a_report_promised_on_something_named_is_a_commitment() {
+        for s in [
+            "I'll let you know how the new recipe turns out.",
+            "Once I pick a name for the kitten I will let you know",
+            "I'll keep you posted about the apartment",
+            "Ill ask my roommate tonight and let you know tomorrow",
+            "I'm going to a shelter on Saturday to meet the dogs",
+            "Ok, I'm going to go to the clinic later this week",
+            "Kk, I'll see if I can catch her before work",
+        ] {
+            assert!(
+                listed(Act::Action, s),
+                "{s}: {}",
+                confidence(Act::Action, s)
+            );
+        }
+        for s in [
+            "I'll let you know!",
+            "I'll keep you posted.",
+            "Maybe I'll let you know how it goes.",
+            "I'm going to the gym.",
+            "Now I'm gonna grab a coffee and a sandwich",
+            "I'm gonna read on the porch for a bit",
+            "Take your time before you answer, it's a big question.",
         ] {
             assert!(
                 !listed(Act::Action, s),
@@ -572,6 +716,8 @@ mod tests {
             "How's it going?",
             "Can you believe it?",
             "Isn't that amazing?",
+            "I'm just a night person yknow?",
+            "Remember how I said the lease ends in June?",
         ] {
             assert!(
                 !listed(Act::Question, s),

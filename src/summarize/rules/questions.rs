@@ -25,7 +25,9 @@ pub(crate) fn is_question_norm(sentence: &str, n: &Norm) -> bool {
     }
     let first = n.words.first().map_or("", String::as_str);
     let second = n.words.get(1).map_or("", String::as_str);
-    WH_WORDS.contains(&first)
+    // "When I was watching them" states; "what do you think" asks: a
+    // wh-word needs an auxiliary after it (or nothing) without a '?'.
+    WH_WORDS.contains(&first) && (second.is_empty() || AUX_WORDS.contains(&second))
         || AUX_WORDS.contains(&first) && SUBJECTS.contains(&second) && second != "it"
 }
 

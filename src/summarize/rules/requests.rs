@@ -92,6 +92,15 @@ pub(crate) const DISCOURSE_WORDS: &[&str] = &[
     "besides",
     "meanwhile",
     "therefore",
+    // Connectives that open a sentence of a list of asks ("Furthermore,
+    // suggest…"): no one is addressed.
+    "furthermore",
+    "moreover",
+    "additionally",
+    "lastly",
+    "secondly",
+    "thirdly",
+    "plus",
     "yes",
     "no",
     "ok",
@@ -219,6 +228,27 @@ pub(crate) fn vocative(sentence: &str) -> Option<(&str, &str)> {
         .then(|| (head.trim_start_matches('@'), &s[comma + 1..]))
 }
 
+/// What follows a connective that opens a sentence ("Furthermore, …",
+/// "Additionally, …"), or `None`.
+fn after_connective(sentence: &str) -> Option<&str> {
+    let (head, rest) = sentence.trim_start().split_once(',')?;
+    let head = head.trim().to_lowercase();
+    matches!(
+        head.as_str(),
+        "furthermore"
+            | "moreover"
+            | "additionally"
+            | "also"
+            | "lastly"
+            | "finally"
+            | "secondly"
+            | "thirdly"
+            | "plus"
+            | "besides"
+    )
+    .then_some(rest)
+}
+
 /// The first "@name" mention of a sentence, without the '@'.
 pub(crate) fn mention(sentence: &str) -> Option<&str> {
     sentence.split_whitespace().find_map(|tok| {
@@ -241,6 +271,25 @@ pub fn addressed_name(sentence: &str) -> Option<&str> {
 /// The request in a sentence ("can you…", "could you…", "please…"),
 /// unless it only asks for information. Returns who is asked.
 pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
+    // "Furthermore, suggest some activities…": a connective leads a list
+    // of asks; what follows is asked of the one spoken to.
+    if let Some(rest) = after_connective(sentence) {
+        // A verb of work or of an ask ("find", "suggest"), not a recipe's
+        // step ("Finally, fold in the flour").
+        let first = words(rest).into_iter().next().unwrap_or_default();
+        let asks = super::act_words::WORK_VERBS.contains(&first.as_str())
+            || matches!(
+                first.as_str(),
+                "suggest" | "recommend" | "provide" | "list" | "give" | "fetch" | "retrieve"
+            );
+        if asks
+            && rest.trim_start().starts_with(|c: char| c.is_lowercase())
+            && !rest.trim_end().ends_with('?')
+            && !has_negation(n)
+        {
+            return Some(OwnerCue::Addressee);
+        }
+    }
     // Skip a vocative so "Bob, can you…" reads as "can you…".
     let (named, body) = match vocative(sentence) {
         Some((name, rest)) => (Some(name), rest),

@@ -161,6 +161,34 @@ fn questions_and_answers() {
     assert!(is_answer_like("Yes."));
     assert!(!is_answer_like("Let me check."));
     assert!(!is_answer_like("Thanks!"));
+    // A wh-word without '?' asks only when an auxiliary follows it.
+    assert!(!is_question("When I was watching them"));
+    assert!(is_question("What do you think"));
+}
+
+#[test]
+fn chat_spellings_read_as_their_contractions() {
+    assert_eq!(
+        words("Ill see if im free"),
+        ["i'll", "see", "if", "i'm", "free"]
+    );
+    assert_eq!(
+        words("I think ill start, dont wait"),
+        ["i", "think", "i'll", "start", "don't", "wait"]
+    );
+    // "ill" as an adjective stays.
+    assert_eq!(words("I feel ill today"), ["i", "feel", "ill", "today"]);
+    assert_eq!(words("so ill"), ["so", "ill"]);
+}
+
+#[test]
+fn a_connective_leads_an_ask_but_names_nobody() {
+    let s = "Furthermore, suggest some activities for the beach.";
+    assert_eq!(request(s, &Norm::new(s)), Some(OwnerCue::Addressee));
+    assert_eq!(addressed_name(s), None);
+    // A recipe's step is no ask.
+    let s = "Finally, fold in the flour until just combined.";
+    assert_eq!(request(s, &Norm::new(s)), None);
 }
 
 #[test]

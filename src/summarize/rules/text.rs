@@ -86,7 +86,63 @@ pub fn word_spans(text: &str) -> Vec<(usize, String)> {
     if !cur.is_empty() {
         out.push((start, cur));
     }
+    restore_apostrophes(&mut out);
     out
+}
+
+/// Chat drops apostrophes ("im gonna", "Ill see if I can…", "dont"): the
+/// contraction is restored so the rules read one spelling. "ill" is a
+/// contraction only where "I'll" can stand: first in the clause or after
+/// a word that opens one, and before another word ("I feel ill" stays).
+fn restore_apostrophes(words: &mut [(usize, String)]) {
+    for i in 0..words.len() {
+        let fixed = match words[i].1.as_str() {
+            "im" => "i'm",
+            "ive" => "i've",
+            "dont" => "don't",
+            "didnt" => "didn't",
+            "doesnt" => "doesn't",
+            "cant" => "can't",
+            "couldnt" => "couldn't",
+            "wouldnt" => "wouldn't",
+            "shouldnt" => "shouldn't",
+            "isnt" => "isn't",
+            "wasnt" => "wasn't",
+            "havent" => "haven't",
+            "ill" => {
+                let opens = i == 0
+                    || matches!(
+                        words[i - 1].1.as_str(),
+                        "and"
+                            | "but"
+                            | "then"
+                            | "think"
+                            | "guess"
+                            | "ok"
+                            | "okay"
+                            | "yeah"
+                            | "yes"
+                            | "kk"
+                            | "k"
+                            | "lol"
+                            | "well"
+                            | "sure"
+                            | "alright"
+                            | "now"
+                            | "also"
+                            | "maybe"
+                            | "probably"
+                            | "definitely"
+                    );
+                if !(opens && i + 1 < words.len()) {
+                    continue;
+                }
+                "i'll"
+            }
+            _ => continue,
+        };
+        words[i].1 = fixed.to_string();
+    }
 }
 
 /// Lower-case word tokens (see [`word_spans`]).
