@@ -743,6 +743,18 @@ async fn successive_bundles_share_their_beginning_and_only_a_fold_or_a_fact_chan
         q1.rendered_text[q1.log_end_bytes as usize..],
         q2.rendered_text[q2.log_end_bytes as usize..]
     );
+    // The step follows the query, not what it found: a message that
+    // retrieves nothing keeps the request's layout, so an agent passing
+    // every message as the query keeps its cached beginning.
+    let q3 = bundle_for(&mut c, "cache", budget, "zyzzyva quokka", "").await;
+    assert_offsets(&q3);
+    assert!(!q3.rendered_text.contains("## Relevant memory"));
+    assert_eq!(upto(&q3, q3.log_end_bytes), upto(&q1, q1.log_end_bytes));
+    // The manifest names the layout each was packed with.
+    let layout = |b: &pb::ContextBundle| b.manifest.as_ref().unwrap().layout();
+    assert_eq!(layout(&b2), pb::BundleLayout::State);
+    assert_eq!(layout(&q1), pb::BundleLayout::Request);
+    assert_eq!(layout(&q3), pb::BundleLayout::Request);
 
     // A fold changes part 1 (here, with a new pending action) and starts
     // the log afresh.

@@ -3,8 +3,8 @@
 use super::convert::{self, encoding_from};
 use super::summaries::trigger;
 use crate::bundle::{
-    Bundle, BundleRequest, CompressedTurn, ManifestEntry, Recalled, RecalledItem, RecalledRef,
-    Section, SeqRange,
+    Bundle, BundleRequest, CompressedTurn, Layout, ManifestEntry, Recalled, RecalledItem,
+    RecalledRef, Section, SeqRange,
 };
 use crate::error::Result;
 use crate::memory::{HandoffOutcome, HandoffRequest};
@@ -181,6 +181,10 @@ impl From<Bundle> for pb::ContextBundle {
                     .collect(),
                 transcript: b.manifest.transcript,
                 turns_removed: b.manifest.turns_removed.map(Into::into),
+                layout: match b.manifest.layout {
+                    Layout::State => pb::BundleLayout::State,
+                    Layout::Request => pb::BundleLayout::Request,
+                } as i32,
             }),
         }
     }

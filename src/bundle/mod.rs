@@ -219,6 +219,17 @@ pub struct Manifest {
     /// Turns a retention policy removed from the session's start (the
     /// summary may cite them); set by the domain.
     pub turns_removed: Option<crate::model::TurnsRemoved>,
+    /// The budget split the bundle was packed with.
+    pub layout: Layout,
+}
+
+/// The step a bundle's budget split is chosen from (`pack::SPLITS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// No query: the session's state.
+    State,
+    /// A query: the stable part and the log give room to retrieved memory.
+    Request,
 }
 
 /// One piece of memory retrieved for a request.

@@ -33,7 +33,7 @@ use super::candidates::{as_of_line, candidates, part_of, HEADER_AS_OF};
 use super::lines::{Candidate, Line, Share};
 use super::log::{self, LogPlan, Shown};
 use super::recalled::KEY_STRIDE;
-use super::{Bundle, BundleRequest, Inputs, Offset, Part, RecalledItem, Section};
+use super::{Bundle, BundleRequest, Inputs, Layout, Offset, Part, RecalledItem, Section};
 use crate::model::Encoding;
 use crate::tokens;
 
@@ -69,16 +69,18 @@ pub(super) const SPLITS: [Split; 2] = [
     },
 ];
 
-/// The split for a request whose retrieved memory would take `need`
-/// tokens whole. Retrieved memory is what the agent asked for, so it is
-/// valued above the stable part's carried items and the older log, which
-/// the request's step cuts first (the newest interaction and the first
-/// open item stay).
-pub(super) fn split_for(need: u64) -> Split {
-    if need == 0 {
-        SPLITS[0]
-    } else {
-        SPLITS[1]
+/// The split for a request: the state's without a query, the request's
+/// with one. Retrieved memory is what the agent asked for, so it is valued
+/// above the stable part's carried items and the older log, which the
+/// request's step cuts first (the newest interaction and the first open
+/// item stay). The step follows the query's presence, not what it found:
+/// an agent that passes every message as the query keeps one layout, and
+/// its prompt cache the stable part and the log, even when a message
+/// retrieves nothing (that bundle is smaller, not rearranged).
+pub(super) fn split_for(layout: Layout) -> Split {
+    match layout {
+        Layout::State => SPLITS[0],
+        Layout::Request => SPLITS[1],
     }
 }
 
@@ -200,14 +202,11 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
         taken: std::collections::HashMap::new(),
     };
     let mut choices = vec![Choice::Omitted; cands.len()];
-    // Retrieved memory whole (its hits; neighbours draw on a share of
-    // their own), by the same estimates the packer measures against.
-    let need: u64 = cands
-        .iter()
-        .filter(|c| c.section == Section::Recalled && c.share != Share::Neighbour)
-        .map(|c| c.estimate.min(allowance))
-        .sum();
-    let split = split_for(need);
+    let split = split_for(if req.retrieves() {
+        Layout::Request
+    } else {
+        Layout::State
+    });
     let stable_cap = (allowance as f64 * split.stable) as u64;
     choose(
         &mut cands,
@@ -593,19 +592,4 @@ fn render_text(
         count += push(&mut text, &note_line);
     }
     (text, count, (shortened, omitted), (stable_end, log_end))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_split_steps_by_whether_the_request_retrieved_memory() {
-        // Nothing retrieved: the session's state.
-        assert_eq!(split_for(0), SPLITS[0]);
-        // Anything retrieved, whatever its amount: the request's step, so
-        // successive requests share their beginning.
-        assert_eq!(split_for(100), SPLITS[1]);
-        assert_eq!(split_for(u64::MAX / 4), SPLITS[1]);
-    }
 }
