@@ -1166,7 +1166,7 @@ mod usual_stack {
                 .list_turns(pb::ListTurnsRequest {
                     namespace: "bench".into(),
                     session_id: id.clone(),
-                    from_seq: READ_SESSION_TURNS - READ_LAST + 1,
+                    newest: READ_LAST as u32,
                     ..Default::default()
                 })
                 .await
@@ -2132,6 +2132,7 @@ mod floor {
     use tonic_health::pb::HealthCheckRequest;
 
     use super::append::RunningDaemon;
+    use super::text;
 
     const MAX_REQUESTS: u64 = 4_000;
     const MAX_TIME: Duration = Duration::from_secs(10);
@@ -2146,6 +2147,7 @@ mod floor {
         p99_us: u64,
         requests: u64,
         per_second: f64,
+        p50_ratio_to_health: f64,
         p99_ratio_to_health: f64,
     }
 
@@ -2160,6 +2162,8 @@ mod floor {
         Health,
         GetSession,
         Bundle,
+        /// `ListTurns` of the newest 20 of a 1,000-turn session.
+        LastTurns,
     }
 
     pub fn run() -> Report {
@@ -2212,17 +2216,44 @@ mod floor {
         })
         .await
         .expect("append");
+        // A long session for the read of its newest turns.
+        c.create_session(pb::CreateSessionRequest {
+            namespace: "bench".into(),
+            session_id: "floor-read".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+        for chunk in text::turns(1_000, 5).chunks(250) {
+            c.append_turns(pb::AppendTurnsRequest {
+                namespace: "bench".into(),
+                session_id: "floor-read".into(),
+                turns: chunk
+                    .iter()
+                    .map(|t| pb::NewTurn {
+                        role: pb::Role::User as i32,
+                        content: t.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .await
+            .expect("append");
+        }
         let mut out: Vec<Case> = Vec::new();
         for concurrency in [1usize, 64] {
-            let mut health_p99 = 1.0;
+            let (mut health_p50, mut health_p99) = (1.0, 1.0);
             for (rpc, name) in [
                 (Rpc::Health, "Health/Check"),
                 (Rpc::GetSession, "GetSession"),
+                (Rpc::LastTurns, "ListTurns (newest 20 of 1,000)"),
                 (Rpc::Bundle, "GetContextBundle (20 turns)"),
             ] {
                 let (h, elapsed) = run_case(&channels, rpc, concurrency).await;
                 let p99 = h.value_at_quantile(0.99);
                 if rpc == Rpc::Health {
+                    health_p50 = h.value_at_quantile(0.5).max(1) as f64;
                     health_p99 = p99.max(1) as f64;
                 }
                 out.push(Case {
@@ -2232,6 +2263,7 @@ mod floor {
                     p99_us: p99,
                     requests: h.len(),
                     per_second: h.len() as f64 / elapsed.as_secs_f64(),
+                    p50_ratio_to_health: h.value_at_quantile(0.5) as f64 / health_p50,
                     p99_ratio_to_health: p99 as f64 / health_p99,
                 });
             }
@@ -2295,6 +2327,19 @@ mod floor {
                                 .await
                                 .expect("bundle");
                         }
+                        Rpc::LastTurns => {
+                            let got = memory
+                                .list_turns(pb::ListTurnsRequest {
+                                    namespace: "bench".into(),
+                                    session_id: "floor-read".into(),
+                                    newest: 20,
+                                    ..Default::default()
+                                })
+                                .await
+                                .expect("list turns")
+                                .into_inner();
+                            assert_eq!(got.turns.len(), 20);
+                        }
                     }
                     h.record(t.elapsed().as_micros() as u64).expect("in range");
                 }
@@ -2311,17 +2356,18 @@ mod floor {
     impl Report {
         pub fn print(&self) {
             out!("\n## floor: the cheapest RPC against real ones (gRPC on 127.0.0.1, 8 connections)\n");
-            out!("| RPC | concurrency | p50 (µs) | p99 (µs) | requests | per second | p99 / Health p99 |");
-            out!("|---|---:|---:|---:|---:|---:|---:|");
+            out!("| RPC | concurrency | p50 (µs) | p99 (µs) | requests | per second | p50 / Health p50 | p99 / Health p99 |");
+            out!("|---|---:|---:|---:|---:|---:|---:|---:|");
             for c in &self.cases {
                 out!(
-                    "| {} | {} | {} | {} | {} | {:.0} | {:.2} |",
+                    "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} |",
                     c.rpc,
                     c.concurrency,
                     c.p50_us,
                     c.p99_us,
                     c.requests,
                     c.per_second,
+                    c.p50_ratio_to_health,
                     c.p99_ratio_to_health
                 );
             }

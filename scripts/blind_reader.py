@@ -14,6 +14,7 @@ reader and the judge (a local model, an API, a person):
    condition) gets a random id, tasks are shuffled and split into batches.
    Dumps from other binaries (the release before, say) join with
    `--extra NAME=DUMP`: their `bundle` context becomes condition NAME.
+   Conditions with byte-identical contexts for a question share one task.
 
        python3 scripts/blind_reader.py prepare OUT_DIR DUMP.jsonl [--extra before=OLD.jsonl]
            [--budget 2000] [--sets realtalk,elitr] [--per-set 100] [--batch 40] [--seed 7]
@@ -108,10 +109,18 @@ def prepare(args, flags):
         contexts = dict(r["contexts"])
         for name, e in extra.items():
             contexts[name] = e[qkey(r)]["contexts"]["bundle"]
+        # Conditions whose contexts are byte-identical for a question
+        # share one reader task (the same context is read once: a change
+        # that touches few bundles costs few reads, and identical contexts
+        # cannot get different verdicts by the reader's chance).
+        by_text = defaultdict(list)
         for cond, text in contexts.items():
+            by_text[text].append(cond)
+        for text, conds in by_text.items():
             tid = "%012x" % rng.getrandbits(48)
             key[tid] = {"q": qkey(r), "set": r["set"], "category": r.get("category", ""),
-                        "condition": cond, "question": r["question"], "answers": r["answers"]}
+                        "condition": conds[0], "conditions": conds,
+                        "question": r["question"], "answers": r["answers"]}
             tasks.append({"id": tid, "question": r["question"], "context": text})
     rng.shuffle(tasks)
     (out / "reader").mkdir(parents=True, exist_ok=True)
@@ -157,7 +166,8 @@ def score(args, flags):
     meta = {}
     for tid, k in key.items():
         v = verdicts.get(tid)
-        right[k["q"]][k["condition"]] = bool(v and v.get("correct"))
+        for cond in k.get("conditions", [k["condition"]]):
+            right[k["q"]][cond] = bool(v and v.get("correct"))
         meta[k["q"]] = k
     conds = sorted({c for r in right.values() for c in r})
     complete = {q: r for q, r in right.items() if all(c in r for c in conds)}

@@ -38,11 +38,12 @@
 //! No section crowds out the rest: the stable part takes at most a share
 //! of the budget, each of its sections a share of that; the log takes a
 //! share of what is left; retrieved memory what remains. The shares come
-//! in a few fixed steps (`pack::SPLITS`), chosen by how much memory the
-//! request retrieved: what the agent asked for is worth most to this
-//! request, so the stable part and the older log give way to it, and
-//! similar requests choose the same step (their bundles share their
-//! beginning).
+//! in two fixed steps (`pack::SPLITS`, named by [`Layout`] in the
+//! manifest), chosen by whether the request has a query: what the agent
+//! asked for is worth most to this request, so the stable part and the
+//! older log give way to it, and every request with a query chooses the
+//! same step (their bundles share their beginning, even when a query
+//! retrieves nothing).
 //! A session whose whole transcript fits is given as that transcript
 //! (the log, from turn 1) under a one-line header, never as summary plus
 //! transcript.
