@@ -359,7 +359,12 @@ export interface BundleManifest {
   transcript: boolean;
   /** Set when a retention policy removed the session's first turns. */
   turnsRemoved: TurnsRemoved | null;
+  /** How the budget was split: STATE (no query) or REQUEST (a query); bundles of one layout share their beginning. */
+  layout: BundleLayout;
 }
+
+/** mnemo.v1.BundleLayout */
+export type BundleLayout = 'UNSPECIFIED' | 'STATE' | 'REQUEST';
 
 /** mnemo.v1.TurnsRemoved: turns a retention policy removed from the start of a closed session (seqs 1..throughSeq). */
 export interface TurnsRemoved {

@@ -214,6 +214,8 @@ class BundleManifest:
     recalled_left_out: list[RecalledRef] = field(default_factory=list)  # retrieved, but did not fit
     transcript: bool = False  # the whole session fitted: the bundle is its transcript, verbatim
     turns_removed: TurnsRemoved | None = None  # set when retention removed the session's first turns
+    # how the budget was split: "state" (no query) | "request" (a query); bundles of one layout share their beginning
+    layout: str = "unspecified"
 
     def section(self, name: str) -> ManifestEntry | None:
         """The entry of section `name` (e.g. ``"recent_turns"``); None when it had nothing to offer."""
