@@ -179,7 +179,32 @@ fn conditional_penalty(n: &Norm) -> f32 {
     }
 }
 
+/// "- Overview: complete strangers band together to find…": a field of a
+/// listing the agent presents (a tool's result retold), not anyone's
+/// commitment.
+fn is_listing_field(text: &str) -> bool {
+    let t = text.trim_start();
+    let Some(rest) = t
+        .strip_prefix("- ")
+        .or_else(|| t.strip_prefix("* "))
+        .or_else(|| t.strip_prefix("• "))
+    else {
+        return false;
+    };
+    // "- Action item: Ana sends the deck" is a minute's action.
+    rest.split_once(':').is_some_and(|(label, _)| {
+        let label = label.to_lowercase();
+        (1..=3).contains(&label.split_whitespace().count())
+            && !["action", "todo", "to do", "next step", "task", "follow"]
+                .iter()
+                .any(|w| label.contains(w))
+    })
+}
+
 fn action_score(text: &str, n: &Norm) -> f32 {
+    if is_listing_field(text) {
+        return 0.0;
+    }
     if let Some(s) = request_score(text, n) {
         return s;
     }
@@ -393,7 +418,11 @@ fn third_person_score(text: &str, n: &Norm) -> f32 {
         .checked_sub(1)
         .and_then(|i| n.words.get(i))
         .map_or("", String::as_str);
-    let subject = if matches!(subject, "still" | "also" | "really" | "just") {
+    // "you have to take into account…": the subject is before the modal.
+    let subject = if matches!(
+        subject,
+        "still" | "also" | "really" | "just" | "have" | "need" | "got"
+    ) {
         pos.checked_sub(2)
             .and_then(|i| n.words.get(i))
             .map_or("", String::as_str)
@@ -437,6 +466,11 @@ fn request_score(text: &str, n: &Norm) -> Option<f32> {
         .map(|p| p + 2)
         .or_else(|| n.find("please").map(|p| p + 1))
         .unwrap_or(0);
+    // "Let me know how the dinner goes": a report on something named.
+    if report_asked(n) {
+        let social = SOCIAL.iter().any(|p| *p != "let me know" && n.has(p));
+        return Some(if social { 0.15 } else { 0.55 });
+    }
     let verb = verb_after(n, at).map_or("", |(_, v)| v);
     if has_word(NOT_WORK, verb) || n.has_any(SOCIAL_QUESTIONS) && !has_word(TRANSACTIONAL, verb) {
         return Some(0.1);
@@ -584,6 +618,7 @@ mod tests {
         for s in [
             "I'll send you the photos tomorrow.",
             "I will cancel reservation ABC123 and refund your card.",
+            "- Action item: Ana will send the deck by Friday.",
             "Let me check the payment log for ORD-9921.",
             "I'm going to book the table for Saturday.",
             "I'll email the deck to Ana by Friday.",
@@ -606,6 +641,7 @@ mod tests {
             "I can relate to that.",
             "I'll definitely be more careful next time.",
             "Maybe someday I'll visit Japan.",
+            "- Overview: strangers band together to find the strength they need to survive.",
         ] {
             assert!(
                 !listed(Act::Action, s),
@@ -662,7 +698,26 @@ mod tests {
                 confidence(Act::Action, s)
             );
         }
-        for s in ["Can you believe it?", "Keep it up!", "Take care!"] {
+        assert!(listed(
+            Act::Action,
+            "Let me know how the dinner goes Kevin."
+        ));
+        assert!(listed(
+            Act::Action,
+            "You have to send the signed form by Friday."
+        ));
+        // Advice to anyone is no request.
+        assert!(!listed(
+            Act::Action,
+            "Also you have to take into account how the weather changes the mood"
+        ));
+        for s in [
+            "Can you believe it?",
+            "Keep it up!",
+            "Take care!",
+            "Let me know if you need anything!",
+            "Let me know!",
+        ] {
             assert!(
                 !listed(Act::Action, s),
                 "{s}: {}",

@@ -248,7 +248,13 @@ pub fn opens_with_assent(sentences: &[&str]) -> bool {
     if whole.words.iter().all(|w| CONTINUERS.contains(&w.as_str())) {
         return true;
     }
-    n.has_any(ASSENT_PHRASES)
+    // "We should!", "Let's!": the proposal echoed back, nothing added.
+    let echo = n.words.len() <= 3
+        && (n.starts_with("we should")
+            || n.starts_with("we could")
+            || n.starts_with("we can")
+            || n.starts_with("let's"));
+    echo || n.has_any(ASSENT_PHRASES)
         || n.words.iter().all(|w| ASSENT_WORDS.contains(&w.as_str()))
             && n.words.iter().any(|w| {
                 !matches!(
@@ -264,6 +270,13 @@ mod tests {
 
     fn closing(text: &str) -> Option<&str> {
         closing_proposal(text, &sentences(text))
+    }
+
+    #[test]
+    fn a_proposal_echoed_back_is_accepted() {
+        assert!(opens_with_assent(&["We should!", "It could be fun."]));
+        assert!(opens_with_assent(&["Let's!"]));
+        assert!(!opens_with_assent(&["We should not do that."]));
     }
 
     #[test]

@@ -228,6 +228,22 @@ pub(crate) fn vocative(sentence: &str) -> Option<(&str, &str)> {
         .then(|| (head.trim_start_matches('@'), &s[comma + 1..]))
 }
 
+/// "Let me know how the dinner goes", "let me know what the vet says": a
+/// report on something named is asked of the listener ("let me know if
+/// you need anything" asks nothing).
+pub(crate) fn report_asked(n: &Norm) -> bool {
+    let Some(at) = n.find("let me know") else {
+        return false;
+    };
+    let wh = n.words.get(at + 3).map_or("", String::as_str);
+    matches!(wh, "how" | "what" | "when" | "where" | "whether" | "which")
+        && n.words[at + 4..]
+            .iter()
+            .filter(|w| !is_stopword(w) && w.chars().count() >= 3)
+            .count()
+            >= 1
+}
+
 /// What follows a connective that opens a sentence ("Furthermore, …",
 /// "Additionally, …"), or `None`.
 fn after_connective(sentence: &str) -> Option<&str> {
@@ -271,6 +287,9 @@ pub fn addressed_name(sentence: &str) -> Option<&str> {
 /// The request in a sentence ("can you…", "could you…", "please…"),
 /// unless it only asks for information. Returns who is asked.
 pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
+    if report_asked(n) {
+        return Some(OwnerCue::Addressee);
+    }
     // "Furthermore, suggest some activities…": a connective leads a list
     // of asks; what follows is asked of the one spoken to.
     if let Some(rest) = after_connective(sentence) {
