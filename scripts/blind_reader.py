@@ -38,6 +38,13 @@ reader and the judge (a local model, an API, a person):
 
        python3 scripts/blind_reader.py score OUT_DIR
 
+4. extend (a later version, same questions): adds condition NAME from
+   another dump; contexts identical to one already read share its task,
+   the rest become new reader tasks (reader/extra_NAME_NN.json); then
+   judge-tasks writes judge batches only for answers not judged yet.
+
+       python3 scripts/blind_reader.py extend OUT_DIR DUMP.jsonl NAME [--budget 2000]
+
 Nothing here calls a model: the protocol fixes what each side sees.
 """
 
@@ -134,6 +141,44 @@ def prepare(args, flags):
     print(f"{len(chosen)} questions, {len(tasks)} reader tasks in {math.ceil(len(tasks) / batch)} batches")
 
 
+def extend(args, flags):
+    """Adds condition NAME (the `bundle` context of DUMP) to a prepared
+    OUT_DIR: a question whose new context is byte-identical to one already
+    read joins that task; the others become new reader tasks
+    (reader/extra_NN.json). Earlier answers and verdicts stay valid."""
+    out, dump, name = Path(args[0]), args[1], args[2]
+    budget = int(flags.get("budget", 2000))
+    batch = int(flags.get("batch", 40))
+    rng = random.Random(int(flags.get("seed", 13)))
+    key = json.loads((out / "key.json").read_text())
+    texts = {}
+    for p in sorted((out / "reader").glob("*.json")):
+        for item in json.loads(p.read_text()):
+            texts[item["id"]] = item["context"]
+    new = {qkey(r): r for r in read_jsonl(dump) if r["budget"] == budget}
+    by_q = defaultdict(list)
+    for tid, k in key.items():
+        by_q[k["q"]].append(tid)
+    tasks = []
+    for q, tids in by_q.items():
+        text = new[q]["contexts"]["bundle"]
+        same = next((t for t in tids if texts.get(t) == text), None)
+        if same:
+            key[same].setdefault("conditions", [key[same]["condition"]]).append(name)
+            continue
+        k = key[tids[0]]
+        tid = "%012x" % rng.getrandbits(48)
+        key[tid] = {"q": q, "set": k["set"], "category": k["category"], "condition": name,
+                    "conditions": [name], "question": k["question"], "answers": k["answers"]}
+        tasks.append({"id": tid, "question": k["question"], "context": text})
+    rng.shuffle(tasks)
+    for i in range(0, len(tasks), batch):
+        (out / "reader" / f"extra_{name}_{i // batch:02d}.json").write_text(
+            json.dumps(tasks[i:i + batch], indent=1, ensure_ascii=False))
+    (out / "key.json").write_text(json.dumps(key, indent=1, ensure_ascii=False))
+    print(f"{len(by_q) - len(tasks)} questions share a read context, {len(tasks)} new reader tasks")
+
+
 def load_dir(d):
     out = {}
     for p in sorted(Path(d).glob("*.json")):
@@ -147,13 +192,17 @@ def judge_tasks(args, flags):
     batch = int(flags.get("batch", 80))
     key = json.loads((out / "key.json").read_text())
     answers = load_dir(out / "answers")
-    items = [{"id": i, "question": key[i]["question"], "gold": key[i]["answers"],
-              "answer": a.get("answer", "")} for i, a in answers.items() if i in key]
-    random.Random(11).shuffle(items)
     (out / "judge").mkdir(exist_ok=True)
     (out / "verdicts").mkdir(exist_ok=True)
+    # Answers already judged (an earlier round) are not judged again.
+    judged = load_dir(out / "verdicts")
+    items = [{"id": i, "question": key[i]["question"], "gold": key[i]["answers"],
+              "answer": a.get("answer", "")} for i, a in answers.items()
+             if i in key and i not in judged]
+    random.Random(11).shuffle(items)
+    first = len(list((out / "judge").glob("*.json")))
     for i in range(0, len(items), batch):
-        (out / "judge" / f"batch_{i // batch:02d}.json").write_text(
+        (out / "judge" / f"batch_{first + i // batch:02d}.json").write_text(
             json.dumps(items[i:i + batch], indent=1, ensure_ascii=False))
     print(f"{len(items)} answers to judge, {len(key) - len(items)} tasks without an answer")
 
@@ -212,7 +261,7 @@ def main():
         else:
             args.append(a)
             i += 1
-    {"prepare": prepare, "judge-tasks": judge_tasks, "score": score}[cmd](args, flags)
+    {"prepare": prepare, "extend": extend, "judge-tasks": judge_tasks, "score": score}[cmd](args, flags)
 
 
 if __name__ == "__main__":
