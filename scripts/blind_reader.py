@@ -204,7 +204,8 @@ def judge_tasks(args, flags):
     for i in range(0, len(items), batch):
         (out / "judge" / f"batch_{first + i // batch:02d}.json").write_text(
             json.dumps(items[i:i + batch], indent=1, ensure_ascii=False))
-    print(f"{len(items)} answers to judge, {len(key) - len(items)} tasks without an answer")
+    print(f"{len(items)} answers to judge ({len(judged)} judged before), "
+          f"{len(key) - len(answers)} tasks without an answer")
 
 
 def score(args, flags):

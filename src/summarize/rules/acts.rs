@@ -285,8 +285,17 @@ fn action_score(text: &str, n: &Norm) -> f32 {
     // "I will now retrieve the address", "Now I'm gonna shower": the step
     // being taken; "I'm gonna work on that for a bit": an activity, not
     // something anyone can later check was done.
+    // "Now" before the verb is the step being taken; after it, it marks
+    // what is done on the spot unless the verb is work someone can check
+    // ("I'll request it from Helen now" is a step an agent then takes).
     let from_now = n.has_any(&["from now", "by now", "until now", "till now"]);
-    if n.words.iter().any(|w| w == "now") && !from_now || n.has_any(&["for a bit", "for a while"]) {
+    let now_at = n
+        .words
+        .iter()
+        .position(|w| w == "now")
+        .filter(|_| !from_now);
+    let on_the_spot = now_at.is_some_and(|at| at < vat || !has_word(WORK_VERBS, verb));
+    if on_the_spot || n.has_any(&["for a bit", "for a while"]) {
         s -= 0.3;
     }
     // "I'll try using the search function": a tool about to be called.
@@ -619,6 +628,7 @@ mod tests {
             "I'll send you the photos tomorrow.",
             "I will cancel reservation ABC123 and refund your card.",
             "- Action item: Ana will send the deck by Friday.",
+            "That needs approval, so I'll request it from Helen Kwan now.",
             "Let me check the payment log for ORD-9921.",
             "I'm going to book the table for Saturday.",
             "I'll email the deck to Ana by Friday.",
@@ -674,6 +684,7 @@ mod tests {
             "Maybe I'll let you know how it goes.",
             "I'm going to the gym.",
             "Now I'm gonna grab a coffee and a sandwich",
+            "Im gonna eat some bread and soup now what about you",
             "I'm gonna read on the porch for a bit",
             "Take your time before you answer, it's a big question.",
         ] {
