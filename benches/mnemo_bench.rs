@@ -801,6 +801,38 @@ mod append {
             .with_syncs(syncs_after - syncs_before, requests_after - requests_before)
     }
 
+    /// Creates session `id` in the bench namespace and appends `turns`
+    /// generated user turns to it, 250 per call.
+    pub async fn fill_session(client: &mut Client, id: &str, turns: usize) {
+        client
+            .create_session(pb::CreateSessionRequest {
+                namespace: NAMESPACE.into(),
+                session_id: id.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("CreateSession failed");
+        for chunk in text::turns(turns, 5).chunks(250) {
+            client
+                .append_turns(pb::AppendTurnsRequest {
+                    namespace: NAMESPACE.into(),
+                    session_id: id.into(),
+                    turns: chunk
+                        .iter()
+                        .map(|t| pb::NewTurn {
+                            role: pb::Role::User as i32,
+                            speaker: "bench-user".into(),
+                            content: t.clone(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .await
+                .expect("AppendTurns failed");
+        }
+    }
+
     /// One client per appender over `ceil(n / APPENDERS_PER_CHANNEL)`
     /// connections.
     pub async fn connect_pool(addr: SocketAddr, appenders: usize) -> Vec<Client> {
@@ -1121,34 +1153,7 @@ mod usual_stack {
             .expect("cannot connect to the daemon");
         let mut setup = MemoryServiceClient::new(channel);
         let id = format!("read-{concurrency}");
-        setup
-            .create_session(pb::CreateSessionRequest {
-                namespace: "bench".into(),
-                session_id: id.clone(),
-                ..Default::default()
-            })
-            .await
-            .expect("CreateSession failed");
-        let turns = text::turns(READ_SESSION_TURNS as usize, 5);
-        for chunk in turns.chunks(250) {
-            setup
-                .append_turns(pb::AppendTurnsRequest {
-                    namespace: "bench".into(),
-                    session_id: id.clone(),
-                    turns: chunk
-                        .iter()
-                        .map(|t| pb::NewTurn {
-                            role: pb::Role::User as i32,
-                            speaker: "bench-user".into(),
-                            content: t.clone(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .await
-                .expect("AppendTurns failed");
-        }
+        append::fill_session(&mut setup, &id, READ_SESSION_TURNS as usize).await;
         // Let the summaries of the new turns be written first, so the reads
         // are not measured against the background fold.
         setup
@@ -2132,7 +2137,6 @@ mod floor {
     use tonic_health::pb::HealthCheckRequest;
 
     use super::append::RunningDaemon;
-    use super::text;
 
     const MAX_REQUESTS: u64 = 4_000;
     const MAX_TIME: Duration = Duration::from_secs(10);
@@ -2217,30 +2221,7 @@ mod floor {
         .await
         .expect("append");
         // A long session for the read of its newest turns.
-        c.create_session(pb::CreateSessionRequest {
-            namespace: "bench".into(),
-            session_id: "floor-read".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("create");
-        for chunk in text::turns(1_000, 5).chunks(250) {
-            c.append_turns(pb::AppendTurnsRequest {
-                namespace: "bench".into(),
-                session_id: "floor-read".into(),
-                turns: chunk
-                    .iter()
-                    .map(|t| pb::NewTurn {
-                        role: pb::Role::User as i32,
-                        content: t.clone(),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-            .await
-            .expect("append");
-        }
+        super::append::fill_session(&mut c, "floor-read", 1_000).await;
         let mut out: Vec<Case> = Vec::new();
         for concurrency in [1usize, 64] {
             let (mut health_p50, mut health_p99) = (1.0, 1.0);

@@ -149,7 +149,9 @@ def extend(args, flags):
     out, dump, name = Path(args[0]), args[1], args[2]
     budget = int(flags.get("budget", 2000))
     batch = int(flags.get("batch", 40))
-    rng = random.Random(int(flags.get("seed", 13)))
+    # Seeded by the condition, and checked against the ids in use: two
+    # extensions must never hand out the same id.
+    rng = random.Random(f'{flags.get("seed", 13)}:{name}')
     key = json.loads((out / "key.json").read_text())
     texts = {}
     for p in sorted((out / "reader").glob("*.json")):
@@ -168,6 +170,8 @@ def extend(args, flags):
             continue
         k = key[tids[0]]
         tid = "%012x" % rng.getrandbits(48)
+        while tid in key or tid in texts:
+            tid = "%012x" % rng.getrandbits(48)
         key[tid] = {"q": q, "set": k["set"], "category": k["category"], "condition": name,
                     "conditions": [name], "question": k["question"], "answers": k["answers"]}
         tasks.append({"id": tid, "question": k["question"], "context": text})

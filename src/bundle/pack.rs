@@ -50,9 +50,9 @@ pub(super) struct Split {
     pub log: f64,
 }
 
-/// The splits a bundle chooses from: the session's state (nothing was
-/// retrieved: no query, a handoff, a resumption) and a request's (its
-/// query retrieved memory). Two fixed steps, not a share that follows how
+/// The splits a bundle chooses from: the session's state (no query: a
+/// handoff, a resumption) and a request's (a query, whose retrieved memory
+/// takes the rest). Two fixed steps, not a share that follows how
 /// much was retrieved: successive requests of an agent that passes its
 /// newest message as the query land on the same step, so their bundles
 /// still share the stable part and the log (a share that followed the

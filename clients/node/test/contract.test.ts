@@ -73,7 +73,7 @@ const manifestEntry: Fields<T.ManifestEntry> = {
 };
 const bundleManifest: Fields<T.BundleManifest> = {
   sections: true, summaryVersion: true, summarized: true, complete: true, recalledLeftOut: true, transcript: true,
-  turnsRemoved: true,
+  turnsRemoved: true, layout: true,
 };
 const recalledRef: Fields<T.RecalledRef> = { sessionId: true, seq: true, factId: true, rank: true };
 const recalledMemory: Fields<T.RecalledMemory> = { sessionId: true, turns: true, hitSeq: true, fact: true, episode: true, rank: true };
@@ -152,6 +152,7 @@ const ENUMS: [string, object][] = [
   ['FactOrigin', { UNSPECIFIED: true, CLIENT: true, EXTRACTED: true } satisfies Values<T.FactOrigin>],
   ['PutFactOutcome', { UNSPECIFIED: true, CREATED: true, SUPERSEDED: true, MERGED: true } satisfies Values<T.PutFactOutcome>],
   ['SearchKind', { UNSPECIFIED: true, TURN: true, FACT: true, EPISODE: true } satisfies Values<T.SearchKind>],
+  ['BundleLayout', { UNSPECIFIED: true, STATE: true, REQUEST: true } satisfies Values<T.BundleLayout>],
 ];
 
 const codec = new Codec(loadContract());
