@@ -622,93 +622,90 @@ mod tests {
         is_listed(act, s)
     }
 
+    fn assert_listed(act: Act, sentences: &[&str]) {
+        for s in sentences {
+            assert!(listed(act, s), "{s}: {}", confidence(act, s));
+        }
+    }
+
+    fn assert_not_listed(act: Act, sentences: &[&str]) {
+        for s in sentences {
+            assert!(!listed(act, s), "{s}: {}", confidence(act, s));
+        }
+    }
+
     #[test]
     fn commitments_are_checkable_work_not_aspirations() {
-        for s in [
-            "I'll send you the photos tomorrow.",
-            "I will cancel reservation ABC123 and refund your card.",
-            "- Action item: Ana will send the deck by Friday.",
-            "That needs approval, so I'll request it from Helen Kwan now.",
-            "Let me check the payment log for ORD-9921.",
-            "I'm going to book the table for Saturday.",
-            "I'll email the deck to Ana by Friday.",
-        ] {
-            assert!(
-                listed(Act::Action, s),
-                "{s}: {}",
-                confidence(Act::Action, s)
-            );
-        }
-        for s in [
-            "I'm gonna keep chasing after those dreams.",
-            "I'll keep ya posted.",
-            "I'll never forget that trip!",
-            "I'll keep pushing forward!",
-            "I'll do my best!",
-            "Woohoo, congrats James!",
-            "Mmm, looks yummy!",
-            "Sorry it took me so long to get back to you.",
-            "I can relate to that.",
-            "I'll definitely be more careful next time.",
-            "Maybe someday I'll visit Japan.",
-            "- Overview: strangers band together to find the strength they need to survive.",
-        ] {
-            assert!(
-                !listed(Act::Action, s),
-                "{s}: {}",
-                confidence(Act::Action, s)
-            );
-        }
+        assert_listed(
+            Act::Action,
+            &[
+                "I'll send you the photos tomorrow.",
+                "I will cancel reservation ABC123 and refund your card.",
+                "- Action item: Ana will send the deck by Friday.",
+                "That needs approval, so I'll request it from Helen Kwan now.",
+                "Let me check the payment log for ORD-9921.",
+                "I'm going to book the table for Saturday.",
+                "I'll email the deck to Ana by Friday.",
+            ],
+        );
+        assert_not_listed(
+            Act::Action,
+            &[
+                "I'm gonna keep chasing after those dreams.",
+                "I'll keep ya posted.",
+                "I'll never forget that trip!",
+                "I'll keep pushing forward!",
+                "I'll do my best!",
+                "Woohoo, congrats James!",
+                "Mmm, looks yummy!",
+                "Sorry it took me so long to get back to you.",
+                "I can relate to that.",
+                "I'll definitely be more careful next time.",
+                "Maybe someday I'll visit Japan.",
+                "- Overview: strangers band together to find the strength they need to survive.",
+            ],
+        );
     }
 
     #[test]
     fn a_report_promised_on_something_named_is_a_commitment() {
-        for s in [
-            "I'll let you know how the new recipe turns out.",
-            "Once I pick a name for the kitten I will let you know",
-            "I'll keep you posted about the apartment",
-            "Ill ask my roommate tonight and let you know tomorrow",
-            "I'm going to a shelter on Saturday to meet the dogs",
-            "Ok, I'm going to go to the clinic later this week",
-            "Kk, I'll see if I can catch her before work",
-        ] {
-            assert!(
-                listed(Act::Action, s),
-                "{s}: {}",
-                confidence(Act::Action, s)
-            );
-        }
-        for s in [
-            "I'll let you know!",
-            "I'll keep you posted.",
-            "Maybe I'll let you know how it goes.",
-            "I'm going to the gym.",
-            "Now I'm gonna grab a coffee and a sandwich",
-            "Im gonna eat some bread and soup now what about you",
-            "I'm gonna read on the porch for a bit",
-            "Take your time before you answer, it's a big question.",
-        ] {
-            assert!(
-                !listed(Act::Action, s),
-                "{s}: {}",
-                confidence(Act::Action, s)
-            );
-        }
+        assert_listed(
+            Act::Action,
+            &[
+                "I'll let you know how the new recipe turns out.",
+                "Once I pick a name for the kitten I will let you know",
+                "I'll keep you posted about the apartment",
+                "Ill ask my roommate tonight and let you know tomorrow",
+                "I'm going to a shelter on Saturday to meet the dogs",
+                "Ok, I'm going to go to the clinic later this week",
+                "Kk, I'll see if I can catch her before work",
+            ],
+        );
+        assert_not_listed(
+            Act::Action,
+            &[
+                "I'll let you know!",
+                "I'll keep you posted.",
+                "Maybe I'll let you know how it goes.",
+                "I'm going to the gym.",
+                "Now I'm gonna grab a coffee and a sandwich",
+                "Im gonna eat some bread and soup now what about you",
+                "I'm gonna read on the porch for a bit",
+                "Take your time before you answer, it's a big question.",
+            ],
+        );
     }
 
     #[test]
     fn requests_ask_for_work_not_social_moves() {
-        for s in [
-            "Can you send me the recipe?",
-            "Please change my flight to the 20th.",
-            "Could you forward the invoice to billing?",
-        ] {
-            assert!(
-                listed(Act::Action, s),
-                "{s}: {}",
-                confidence(Act::Action, s)
-            );
-        }
+        assert_listed(
+            Act::Action,
+            &[
+                "Can you send me the recipe?",
+                "Please change my flight to the 20th.",
+                "Could you forward the invoice to billing?",
+            ],
+        );
         assert!(listed(
             Act::Action,
             "Let me know how the dinner goes Kevin."
@@ -722,74 +719,59 @@ mod tests {
             Act::Action,
             "Also you have to take into account how the weather changes the mood"
         ));
-        for s in [
-            "Can you believe it?",
-            "Keep it up!",
-            "Take care!",
-            "Let me know if you need anything!",
-            "Let me know!",
-        ] {
-            assert!(
-                !listed(Act::Action, s),
-                "{s}: {}",
-                confidence(Act::Action, s)
-            );
-        }
+        assert_not_listed(
+            Act::Action,
+            &[
+                "Can you believe it?",
+                "Keep it up!",
+                "Take care!",
+                "Let me know if you need anything!",
+                "Let me know!",
+            ],
+        );
     }
 
     #[test]
     fn decisions_settle_something_cheers_do_not() {
-        for s in [
-            "Let's meet at the park on Saturday at 10.",
-            "We decided to use PostgreSQL for the ledger.",
-            "Yes, go ahead with the economy option.",
-        ] {
-            assert!(
-                listed(Act::Decision, s),
-                "{s}: {}",
-                confidence(Act::Decision, s)
-            );
-        }
-        for s in [
-            "Let's keep movin' forward!",
-            "Let's keep the good vibes rolling!",
-            "Let's do this!",
-            "Let's hope for the best.",
-        ] {
-            assert!(
-                !listed(Act::Decision, s),
-                "{s}: {}",
-                confidence(Act::Decision, s)
-            );
-        }
+        assert_listed(
+            Act::Decision,
+            &[
+                "Let's meet at the park on Saturday at 10.",
+                "We decided to use PostgreSQL for the ledger.",
+                "Yes, go ahead with the economy option.",
+            ],
+        );
+        assert_not_listed(
+            Act::Decision,
+            &[
+                "Let's keep movin' forward!",
+                "Let's keep the good vibes rolling!",
+                "Let's do this!",
+                "Let's hope for the best.",
+            ],
+        );
     }
 
     #[test]
     fn open_questions_ask_for_information() {
-        for s in [
-            "Which refund method did the customer choose?",
-            "When does the new billing cycle start?",
-        ] {
-            assert!(
-                listed(Act::Question, s),
-                "{s}: {}",
-                confidence(Act::Question, s)
-            );
-        }
-        for s in [
-            "We all need a push sometimes, right?",
-            "How about you?",
-            "How's it going?",
-            "Can you believe it?",
-            "Isn't that amazing?",
-            "I'm just a night person yknow?",
-            "Remember how I said the lease ends in June?",
-        ] {
-            assert!(
-                !listed(Act::Question, s),
-                "{s}: {}",
-                confidence(Act::Question, s)
-            );
-        }
+        assert_listed(
+            Act::Question,
+            &[
+                "Which refund method did the customer choose?",
+                "When does the new billing cycle start?",
+            ],
+        );
+        assert_not_listed(
+            Act::Question,
+            &[
+                "We all need a push sometimes, right?",
+                "How about you?",
+                "How's it going?",
+                "Can you believe it?",
+                "Isn't that amazing?",
+                "I'm just a night person yknow?",
+                "Remember how I said the lease ends in June?",
+            ],
+        );
     }
 }
