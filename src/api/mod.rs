@@ -291,7 +291,7 @@ impl MemoryService for MemoryApi {
         let r = admit(request, Role::Read)?;
         let span = span("ListTurns", &r.namespace, &r.session_id);
         async move {
-            let page = self
+            let (page, removed) = self
                 .memory
                 .list_turns(
                     &r.namespace,
@@ -302,10 +302,6 @@ impl MemoryService for MemoryApi {
                     &r.page_token,
                     r.newest,
                 )
-                .await?;
-            let removed = self
-                .memory
-                .turns_removed(&r.namespace, &r.session_id)
                 .await?;
             Ok(Response::new(pb::ListTurnsResponse {
                 turns: page.items.into_iter().map(Into::into).collect(),

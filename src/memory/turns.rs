@@ -9,7 +9,7 @@ use super::append::{self, OwnerChange, PreparedAppend};
 use super::page::PageToken;
 use super::{validate, Event, Memory, Page};
 use crate::error::{Error, Result};
-use crate::model::{now_nanos, AppendOutcome, Encoding, NewTurn, Turn};
+use crate::model::{now_nanos, AppendOutcome, Encoding, NewTurn, Turn, TurnsRemoved};
 use crate::store::Appended;
 use crate::tokens;
 
@@ -204,7 +204,9 @@ impl Memory {
     /// Lists turns by seq range, oldest first, paginated. A page is also
     /// cut to stay under half the message limit. With `newest` > 0 (and
     /// no page token) the range starts at its N-th turn from the end, so
-    /// only what is returned is read.
+    /// only what is returned is read. Also returns what retention removed
+    /// of the session, read in the same storage call (a listing is one
+    /// trip to the blocking pool, not two).
     #[allow(clippy::too_many_arguments)]
     pub async fn list_turns(
         &self,
@@ -215,7 +217,7 @@ impl Memory {
         page_size: u32,
         page_token: &str,
         newest: u32,
-    ) -> Result<Page<Turn>> {
+    ) -> Result<(Page<Turn>, Option<TurnsRemoved>)> {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
         let limit = self.page_size(page_size)?;
@@ -229,7 +231,7 @@ impl Memory {
         let tail = (token.is_none() && newest > 0).then_some(u64::from(newest));
         let byte_budget = self.limits.max_message_bytes / 2;
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
-        let mut turns = self
+        let (mut turns, removed) = self
             .blocking(move |st| {
                 let from = match tail {
                     Some(n) => {
@@ -238,7 +240,8 @@ impl Memory {
                     }
                     None => from,
                 };
-                st.list_turns(&ns, &id, from, to, limit + 1)
+                let turns = st.list_turns(&ns, &id, from, to, limit + 1)?;
+                Ok((turns, st.retention_mark(&ns, &id)?.turns_removed()))
             })
             .await?;
         let mut bytes = 0usize;
@@ -256,10 +259,11 @@ impl Memory {
             None
         };
         turns.truncate(keep);
-        Ok(Page {
+        let page = Page {
             items: turns,
             next_page_token: next,
-        })
+        };
+        Ok((page, removed))
     }
 }
 

@@ -573,7 +573,7 @@ impl Watcher {
     /// after each handoff turn), reading them from the store in chunks.
     async fn turns_through(&mut self, to: u64) -> std::result::Result<(), Stop> {
         while self.next_turn <= to {
-            let page = self
+            let (page, _) = self
                 .memory
                 .list_turns(
                     &self.ns,
