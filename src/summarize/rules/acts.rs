@@ -282,12 +282,12 @@ fn action_score(text: &str, n: &Norm) -> f32 {
     if has_word(ON_THE_SPOT, verb) && (to_you || intent == "let me") && !is_dated(text, n) {
         s -= 0.3;
     }
-    // "I will now retrieve the address", "Now I'm gonna shower": the step
-    // being taken; "I'm gonna work on that for a bit": an activity, not
-    // something anyone can later check was done.
-    // "Now" before the verb is the step being taken; after it, it marks
-    // what is done on the spot unless the verb is work someone can check
-    // ("I'll request it from Helen now" is a step an agent then takes).
+    // "Now" before the verb ("I will now retrieve the address", "Now I'm
+    // gonna shower") is the step being taken; after it, it marks what is
+    // done on the spot unless the verb is work someone can check ("I'll
+    // request it from Helen now" is a step an agent then takes). "I'm
+    // gonna work on that for a bit" is an activity, not something anyone
+    // can later check was done.
     let from_now = n.has_any(&["from now", "by now", "until now", "till now"]);
     let now_at = n
         .words
