@@ -12,7 +12,7 @@ use super::log::{LogPlan, Shown};
 use super::pack::{is_shortened, Choice};
 use super::recalled::KEY_STRIDE;
 use super::{
-    Bundle, BundleRequest, CompressedTurn, Inputs, Layout, Manifest, ManifestEntry, Offset, Part,
+    Bundle, BundleRequest, CompressedTurn, Inputs, Manifest, ManifestEntry, Offset, Part,
     RecalledItem, Section, SeqRange,
 };
 use crate::model::Encoding;
@@ -239,11 +239,7 @@ pub(super) fn assemble(
             recalled_left_out: Vec::new(),
             transcript,
             turns_removed: None,
-            layout: if req.retrieves() {
-                Layout::Request
-            } else {
-                Layout::State
-            },
+            layout: req.layout(),
             sections,
             summary_version: summary.as_ref().map_or(0, |s| s.version),
             summarized: summary

@@ -115,6 +115,16 @@ impl BundleRequest {
     pub fn retrieves(&self) -> bool {
         !self.skip_recall && !self.query.trim().is_empty()
     }
+
+    /// The budget split this request is packed with: the request's when
+    /// memory is retrieved for it, else the session's state.
+    pub fn layout(&self) -> Layout {
+        if self.retrieves() {
+            Layout::Request
+        } else {
+            Layout::State
+        }
+    }
 }
 
 /// A section of a bundle, in priority order (the order sections are filled).

@@ -202,11 +202,7 @@ pub(super) fn pack(inputs: Inputs, req: &BundleRequest) -> Bundle {
         taken: std::collections::HashMap::new(),
     };
     let mut choices = vec![Choice::Omitted; cands.len()];
-    let split = split_for(if req.retrieves() {
-        Layout::Request
-    } else {
-        Layout::State
-    });
+    let split = split_for(req.layout());
     let stable_cap = (allowance as f64 * split.stable) as u64;
     choose(
         &mut cands,
