@@ -80,6 +80,27 @@ pub(crate) const NON_TASK_VERBS: &[&str] = &[
     "keep", "enjoy",
 ];
 
+/// Connectives that open a sentence of a list of asks ("Furthermore,
+/// suggest…"): no one is addressed, the ask is the listener's.
+const ASK_CONNECTIVES: &[&str] = &[
+    "furthermore",
+    "moreover",
+    "additionally",
+    "also",
+    "lastly",
+    "finally",
+    "secondly",
+    "thirdly",
+    "plus",
+    "besides",
+];
+
+/// Whether `w` (lower case) is a discourse word or a connective: it
+/// stands before a comma in speech but names nobody.
+fn is_discourse_word(w: &str) -> bool {
+    DISCOURSE_WORDS.contains(&w) || ASK_CONNECTIVES.contains(&w)
+}
+
 /// Words that start sentences with a comma but are not names.
 pub(crate) const DISCOURSE_WORDS: &[&str] = &[
     "although",
@@ -92,15 +113,6 @@ pub(crate) const DISCOURSE_WORDS: &[&str] = &[
     "besides",
     "meanwhile",
     "therefore",
-    // Connectives that open a sentence of a list of asks ("Furthermore,
-    // suggest…"): no one is addressed.
-    "furthermore",
-    "moreover",
-    "additionally",
-    "lastly",
-    "secondly",
-    "thirdly",
-    "plus",
     "yes",
     "no",
     "ok",
@@ -222,7 +234,7 @@ pub(crate) fn vocative(sentence: &str) -> Option<(&str, &str)> {
             .is_some_and(|c| c.is_uppercase() || c == '@')
             && w.chars()
                 .all(|c| c.is_alphanumeric() || "-_.@'".contains(c))
-            && !DISCOURSE_WORDS.contains(&w.trim_start_matches('@').to_lowercase().as_str())
+            && !is_discourse_word(&w.trim_start_matches('@').to_lowercase())
     };
     ((1..=2).contains(&parts.len()) && parts.iter().all(|w| name_like(w)))
         .then(|| (head.trim_start_matches('@'), &s[comma + 1..]))
@@ -248,21 +260,9 @@ pub(crate) fn report_asked(n: &Norm) -> bool {
 /// "Additionally, …"), or `None`.
 fn after_connective(sentence: &str) -> Option<&str> {
     let (head, rest) = sentence.trim_start().split_once(',')?;
-    let head = head.trim().to_lowercase();
-    matches!(
-        head.as_str(),
-        "furthermore"
-            | "moreover"
-            | "additionally"
-            | "also"
-            | "lastly"
-            | "finally"
-            | "secondly"
-            | "thirdly"
-            | "plus"
-            | "besides"
-    )
-    .then_some(rest)
+    ASK_CONNECTIVES
+        .contains(&head.trim().to_lowercase().as_str())
+        .then_some(rest)
 }
 
 /// The first "@name" mention of a sentence, without the '@'.
@@ -359,7 +359,7 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
             if is_stopword(first)
                 || !one_name
                 || listed
-                || DISCOURSE_WORDS.contains(&first)
+                || is_discourse_word(first)
                 || is_adverb(first)
                 || is_number_word(first)
                 || named.is_some_and(|n| is_number_word(&n.to_lowercase()))
