@@ -106,16 +106,17 @@ async fn two_subjects(c: &mut Client, ns: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_earlier_sessions_answer_comes_back_with_its_citation() {
+async fn an_earlier_sessions_answer_comes_back_with_its_reference() {
     let server = TestServer::start().await;
     let mut c = server.client().await;
     two_subjects(&mut c, "ns").await;
     let b = query_bundle(&mut c, "ns", "ann-2", 1000, "What is the name of my dog?").await;
     let text = &b.rendered_text;
     assert!(text.contains("Biscuit"), "{text}");
-    // Read like memory: the day and the speaker first, where it is last.
+    // Read like memory: the day and the speaker, then the words; where it
+    // is comes in the structured references, not in the text.
     assert!(
-        text.contains("[8 May 2023] ann: We called him Biscuit, he is a beagle. (ann-1 #3)"),
+        text.contains("[8 May 2023] ann: We called him Biscuit, he is a beagle.\n"),
         "{text}"
     );
     assert!(text.contains("## Relevant memory"), "{text}");

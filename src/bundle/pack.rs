@@ -97,9 +97,7 @@ fn heading(section: Section) -> &'static str {
         Section::PendingActions => "## Pending actions",
         Section::CarriedActions => "## Pending actions from earlier sessions",
         Section::OpenQuestions => "## Open questions",
-        Section::Recalled => {
-            "## Relevant memory (retrieved for the request; [day] speaker: words (session #turn))"
-        }
+        Section::Recalled => "## Relevant memory (retrieved for the request; [day] speaker: words)",
         Section::Decisions => "## Decisions",
         Section::Summary => "## Summary",
         Section::KeyFacts => "## Key facts",

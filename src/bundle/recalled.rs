@@ -1,5 +1,5 @@
 //! Memory retrieved for a bundle's request, as lines: each turn verbatim
-//! under a citation (session, seq, date), a turn's question/answer
+//! after its day and speaker, a turn's question/answer
 //! neighbour next to it when the budget allows, a fact with the day it was
 //! stated, an episode like the episodes section shows it.
 
@@ -11,30 +11,14 @@ use super::{Inputs, RecalledItem, Section};
 use crate::model::Turn;
 use crate::search::turn_time;
 
-/// Longest session id a retrieved line names whole; a longer one (a
-/// server-made ULID, 26 characters, about 18 tokens) is named by its last
-/// characters, which are random. The response's `recalled` field carries
-/// every reference exactly.
-const MAX_CITED_ID_CHARS: usize = 12;
-/// Characters of a long session id a line keeps.
-const CITED_ID_TAIL: usize = 6;
-
-/// How a retrieved line names its session: whole when short.
-fn cited_session(session_id: &str) -> String {
-    let n = session_id.chars().count();
-    if n <= MAX_CITED_ID_CHARS {
-        return session_id.to_owned();
-    }
-    let tail: String = session_id.chars().skip(n - CITED_ID_TAIL).collect();
-    format!("…{tail}")
-}
-
-/// A retrieved turn read like memory: its day and speaker first, the
-/// words verbatim (and the exact tool call), then where it is: "[8 May
-/// 2023] Caroline: text (ann-1 #3)". A dated line per turn is what a
-/// reader answers "when" from; the role is left out when the speaker is
-/// named.
-fn cited(session_id: &str, t: &Turn) -> String {
+/// A retrieved turn read like memory: its day and speaker first, then the
+/// words verbatim (and the exact tool call): "[8 May 2023] Caroline:
+/// text". A dated line per turn is what a reader answers "when" from; the
+/// role is left out when the speaker is named. Where the line comes from
+/// (session, turn) is in the response's `recalled` references, not in the
+/// text: a citation on every line took about a fifth of a chat turn's
+/// tokens, room that holds more memory (measured in docs/benchmarks.md).
+fn cited(t: &Turn) -> String {
     // The exact tool call, as the log shows it, follows the words.
     let whole = verbatim(t);
     let said = format!("{} {}", turn_prefix(t), t.content);
@@ -44,13 +28,7 @@ fn cited(session_id: &str, t: &Turn) -> String {
     } else {
         t.speaker.as_str()
     };
-    format!(
-        "[{}] {who}: {} ({} #{}){call}",
-        day(turn_time(t)),
-        t.content,
-        cited_session(session_id),
-        t.seq
-    )
+    format!("[{}] {who}: {}{call}", day(turn_time(t)), t.content)
 }
 
 /// Keys of retrieved memory: the item's position times this, plus the
@@ -67,18 +45,14 @@ pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
     for (i, r) in inputs.recalled.iter().enumerate() {
         let base = i as u64 * KEY_STRIDE;
         let c = match &r.item {
-            RecalledItem::Turns {
-                session_id,
-                hit_seq,
-                turns,
-            } => {
+            RecalledItem::Turns { hit_seq, turns, .. } => {
                 for t in turns.iter().filter(|t| t.seq != *hit_seq) {
                     let place = if t.seq < *hit_seq { 0 } else { 2 };
                     neighbours.push(Candidate {
                         section,
                         share: Share::Neighbour,
                         key: base + place,
-                        full: Line::new(cited(session_id, t)),
+                        full: Line::new(cited(t)),
                         short: None,
                         short_lossy: false,
                         estimate: u64::from(t.token_count),
@@ -91,7 +65,7 @@ pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
                     section,
                     share: Share::Section(section),
                     key: base + 1,
-                    full: Line::new(cited(session_id, hit)),
+                    full: Line::new(cited(hit)),
                     short: None,
                     short_lossy: false,
                     estimate: u64::from(hit.token_count),
