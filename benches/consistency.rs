@@ -7,7 +7,10 @@
 //! (p50/p99) with no write before the searches, and with an append just
 //! before each search whose word the search asks for (and whether it was
 //! found); then append throughput over 16 connections for a few seconds
-//! (`MNEMO_BENCH_RW_SECS`, default 5).
+//! (`MNEMO_BENCH_RW_SECS`, default 5), other subjects' sessions, while one
+//! more client searches the first subject (which no one writes then): a
+//! read waits only for writes it can see, so those searches should cost
+//! what they cost with the wait off.
 //!
 //! `cargo bench --bench consistency`. Prints a table and a JSON line.
 
@@ -138,10 +141,14 @@ fn turn(content: String) -> pb::NewTurn {
 }
 
 async fn session(c: &mut MemoryServiceClient<Channel>, id: &str) {
+    session_of(c, id, "customer:1").await;
+}
+
+async fn session_of(c: &mut MemoryServiceClient<Channel>, id: &str, subject: &str) {
     c.create_session(pb::CreateSessionRequest {
         namespace: "bench".into(),
         session_id: id.into(),
-        subject_id: "customer:1".into(),
+        subject_id: subject.into(),
         settings: Some(pb::SessionSettings {
             // Summaries off: the figures are search's and append's.
             summary_every_turns: 10_000,
@@ -209,6 +216,8 @@ struct Figures {
     after_write_found: u64,
     after_write_rounds: u64,
     appends_per_second: f64,
+    under_load_p50_us: u64,
+    under_load_p99_us: u64,
 }
 
 async fn measure(addr: SocketAddr, rng: &mut Rng, tag: u64) -> Figures {
@@ -267,7 +276,7 @@ async fn measure(addr: SocketAddr, rng: &mut Rng, tag: u64) -> Figures {
         tasks.push(tokio::spawn(async move {
             let mut c = client(addr).await;
             let id = format!("load{tag}-{w}");
-            session(&mut c, &id).await;
+            session_of(&mut c, &id, &format!("other:{w}")).await;
             let mut rng = Rng(0x51_7cc1 + w as u64);
             while Instant::now() < end {
                 c.append_turns(pb::AppendTurnsRequest {
@@ -283,6 +292,16 @@ async fn measure(addr: SocketAddr, rng: &mut Rng, tag: u64) -> Figures {
         }));
     }
     let started = Instant::now();
+    // The first subject's reader, while the others write.
+    let mut under_load = Histogram::<u64>::new(3).expect("histogram");
+    while Instant::now() < end {
+        let q = format!("w{} {}", rng.below(20_000), WORDS[rng.below(32) as usize]);
+        let t = Instant::now();
+        c.search(search(q)).await.expect("search");
+        under_load
+            .record(t.elapsed().as_micros() as u64)
+            .expect("recorded");
+    }
     for t in tasks {
         t.await.expect("appender");
     }
@@ -296,6 +315,8 @@ async fn measure(addr: SocketAddr, rng: &mut Rng, tag: u64) -> Figures {
         after_write_found: found,
         after_write_rounds: SEARCHES,
         appends_per_second: rate,
+        under_load_p50_us: under_load.value_at_quantile(0.5),
+        under_load_p99_us: under_load.value_at_quantile(0.99),
     }
 }
 
@@ -332,11 +353,11 @@ fn main() {
         }
     });
     println!("read-your-writes at {turns} indexed turns (search: limit 10, one subject)");
-    println!("| read_your_writes_wait_ms | search p50 / p99 (µs) | search right after an append p50 / p99 (µs) | found right after the append | appends/s at {APPENDERS} clients |");
-    println!("|---:|---:|---:|---:|---:|");
+    println!("| read_your_writes_wait_ms | search p50 / p99 (µs) | search right after an append p50 / p99 (µs) | found right after the append | appends/s at {APPENDERS} clients (other subjects) | search meanwhile p50 / p99 (µs) |");
+    println!("|---:|---:|---:|---:|---:|---:|");
     for f in &rows {
         println!(
-            "| {} | {} / {} | {} / {} | {}/{} | {:.0} |",
+            "| {} | {} / {} | {} / {} | {}/{} | {:.0} | {} / {} |",
             f.wait_ms,
             f.search_p50_us,
             f.search_p99_us,
@@ -344,7 +365,9 @@ fn main() {
             f.after_write_p99_us,
             f.after_write_found,
             f.after_write_rounds,
-            f.appends_per_second
+            f.appends_per_second,
+            f.under_load_p50_us,
+            f.under_load_p99_us
         );
     }
     println!(

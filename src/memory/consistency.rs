@@ -3,12 +3,17 @@
 //! The index trails the store: the indexer applies the outbox shortly after
 //! each write. [`IndexClock`] lets a read wait, bounded, until the index
 //! has applied every write this process acknowledged before the read
-//! arrived. Writes are counted, not numbered by the outbox: the domain
-//! counts an index-relevant write once it is durable (before it is
-//! acknowledged), and the indexer, which samples the count before it reads
-//! the outbox, publishes that sample once the batch it read is committed to
-//! the index and the outbox held nothing more. A read waits until the
-//! published count reaches the count at its arrival.
+//! arrived that the read can see. Writes are counted, not numbered by the
+//! outbox: the domain counts an index-relevant write once it is durable
+//! (before it is acknowledged), and the indexer, which samples the count
+//! before it reads the outbox, publishes that sample once the batch it read
+//! is committed to the index and the outbox held nothing more. A read waits
+//! until the published count reaches the count of the newest write in its
+//! scope ([`ReadScope`]: its namespace, subject or session), so a read
+//! does not queue behind other clients' writes elsewhere: each write also
+//! records its count in a fixed table of slots by what it touched
+//! ([`WriteScope`]), and a read takes the largest count of the slots it
+//! depends on. Scopes that share a slot only make a read wait longer.
 //!
 //! Across daemons sharing a database, a write's response carries a
 //! [`ConsistencyToken`]. A read carrying a token of this process waits for
@@ -31,10 +36,56 @@ const TOKEN_PREFIX: &str = "c1";
 /// Longest token accepted, in bytes.
 pub const MAX_TOKEN_BYTES: usize = 64;
 
+/// Slots of the per-scope counts: a fixed table, so what the clock keeps
+/// is bounded whatever the number of namespaces, subjects and sessions.
+const SCOPE_SLOTS: usize = 4096;
+
+/// What an index-relevant write touched. `subject: None` is a write whose
+/// subject is not known (or that spans the namespace: retention, a
+/// deleted session): every read in the namespace waits for it;
+/// `namespace: None` one that spans namespaces (a retention sweep of
+/// facts): every read waits for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteScope<'a> {
+    /// The namespace.
+    pub namespace: Option<&'a str>,
+    /// The subject (`Some("")`: a session without one).
+    pub subject: Option<&'a str>,
+    /// The session, when the write is one session's.
+    pub session: Option<&'a str>,
+}
+
+/// What a read can see, and so which writes it must wait for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadScope<'a> {
+    /// Everything in a namespace.
+    Namespace(&'a str),
+    /// One subject's sessions, facts and episodes.
+    Subject(&'a str, &'a str),
+    /// One session's turns and episode.
+    Session(&'a str, &'a str),
+}
+
+/// The slot a scope's count lives in: a namespace-wide slot (`kind` 0:
+/// every write of the namespace; 1: writes of unknown subject), a
+/// subject's (2), a session's (3), or writes spanning namespaces (4).
+fn slot(kind: u8, namespace: &str, key: &str) -> usize {
+    use std::hash::Hasher;
+    // A fixed-key hasher: the same scope maps to the same slot for the
+    // life of the process (the table is never shared across processes).
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    h.write_u8(kind);
+    h.write(namespace.as_bytes());
+    h.write_u8(0xff);
+    h.write(key.as_bytes());
+    (h.finish() % SCOPE_SLOTS as u64) as usize
+}
+
 /// What a read must see before it is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadAfter {
-    /// The writes this process acknowledged before the read arrived.
+    /// The writes this process acknowledged before the read arrived, in
+    /// the read's scope.
     OwnWrites,
     /// A write named by a token; an answer that cannot see it is refused
     /// (UNAVAILABLE) rather than given without it.
@@ -103,6 +154,8 @@ pub enum Waited {
 pub struct IndexClock {
     instance: u64,
     written: AtomicU64,
+    /// The newest count of a write per scope slot ([`slot`]).
+    scopes: Box<[AtomicU64]>,
     applied: watch::Sender<u64>,
     waiters: AtomicUsize,
     waker: OnceLock<Box<dyn Fn() + Send + Sync>>,
@@ -133,6 +186,7 @@ impl Default for IndexClock {
         IndexClock {
             instance: u64::from_be_bytes(b),
             written: AtomicU64::new(0),
+            scopes: (0..SCOPE_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             applied: watch::Sender::new(0),
             waiters: AtomicUsize::new(0),
             waker: OnceLock::new(),
@@ -144,9 +198,34 @@ impl Default for IndexClock {
 
 impl IndexClock {
     /// Counts a durable, index-relevant write (called before it is
-    /// acknowledged).
-    pub fn wrote(&self) {
-        self.written.fetch_add(1, Ordering::SeqCst);
+    /// acknowledged), and records it in the slots of what it touched.
+    pub fn wrote(&self, scope: WriteScope<'_>) {
+        let count = self.written.fetch_add(1, Ordering::SeqCst) + 1;
+        let mark = |i: usize| self.scopes[i].fetch_max(count, Ordering::SeqCst);
+        let Some(ns) = scope.namespace else {
+            mark(slot(4, "", ""));
+            return;
+        };
+        mark(slot(0, ns, ""));
+        match scope.subject {
+            None => mark(slot(1, ns, "")),
+            Some("") => 0,
+            Some(subject) => mark(slot(2, ns, subject)),
+        };
+        if let Some(session) = scope.session {
+            mark(slot(3, ns, session));
+        }
+    }
+
+    /// The count of the newest write a read of `scope` can see.
+    fn newest_in(&self, scope: ReadScope<'_>) -> u64 {
+        let at = |i: usize| self.scopes[i].load(Ordering::SeqCst);
+        let everywhere = at(slot(4, "", ""));
+        everywhere.max(match scope {
+            ReadScope::Namespace(ns) => at(slot(0, ns, "")),
+            ReadScope::Subject(ns, subject) => at(slot(1, ns, "")).max(at(slot(2, ns, subject))),
+            ReadScope::Session(ns, session) => at(slot(1, ns, "")).max(at(slot(3, ns, session))),
+        })
     }
 
     /// The count of writes so far: what the indexer samples before it
@@ -186,6 +265,12 @@ impl IndexClock {
         self.ahead.load(Ordering::Acquire)
     }
 
+    /// Whether the index has applied every write counted so far (no read
+    /// would wait).
+    pub fn caught_up(&self) -> bool {
+        self.applied() >= self.written()
+    }
+
     /// The count the index has applied through.
     pub fn applied(&self) -> u64 {
         *self.applied.borrow()
@@ -206,10 +291,10 @@ impl IndexClock {
         &self.stats
     }
 
-    /// The count a read arriving now with `after` must see.
-    pub fn target(&self, after: ReadAfter) -> u64 {
+    /// The count a read of `scope` arriving now with `after` must see.
+    pub fn target(&self, after: ReadAfter, scope: ReadScope<'_>) -> u64 {
         match after {
-            ReadAfter::OwnWrites => self.written(),
+            ReadAfter::OwnWrites => self.newest_in(scope),
             ReadAfter::Token(t) if t.instance == self.instance => t.count.min(self.written()),
             // Another process's write (or this daemon's before a restart):
             // count a pretend write now; the indexer's next pass starts
@@ -250,10 +335,16 @@ impl IndexClock {
 mod tests {
     use super::*;
 
+    const ANN: WriteScope<'static> = WriteScope {
+        namespace: Some("ns"),
+        subject: Some("ann"),
+        session: Some("ann-1"),
+    };
+
     #[test]
     fn tokens_round_trip_and_garbage_is_refused() {
         let clock = IndexClock::default();
-        clock.wrote();
+        clock.wrote(ANN);
         let t = clock.token();
         assert_eq!(ConsistencyToken::parse(&t.encode()).expect("parsed"), t);
         for bad in [
@@ -272,9 +363,9 @@ mod tests {
     #[tokio::test]
     async fn a_read_waits_for_the_writes_before_it_and_no_longer() {
         let clock = std::sync::Arc::new(IndexClock::default());
-        clock.wrote();
-        clock.wrote();
-        let target = clock.target(ReadAfter::OwnWrites);
+        clock.wrote(ANN);
+        clock.wrote(ANN);
+        let target = clock.target(ReadAfter::OwnWrites, ReadScope::Subject("ns", "ann"));
         assert_eq!(target, 2);
         // Nothing applies it: the bound ends the wait.
         let w = clock.wait_for(target, Duration::from_millis(20)).await;
@@ -299,13 +390,67 @@ mod tests {
     #[test]
     fn a_token_of_another_process_counts_a_write_at_arrival() {
         let (a, b) = (IndexClock::default(), IndexClock::default());
-        a.wrote();
+        a.wrote(ANN);
         let token = a.token();
-        assert_eq!(a.target(ReadAfter::Token(token)), 1);
+        assert_eq!(
+            a.target(ReadAfter::Token(token), ReadScope::Namespace("ns")),
+            1
+        );
         // On b: a pretend write, beyond what b has applied.
-        let t = b.target(ReadAfter::Token(token));
+        let t = b.target(ReadAfter::Token(token), ReadScope::Namespace("ns"));
         assert_eq!(t, 1);
         assert_eq!(b.written(), 1);
         assert!(b.applied() < t);
+    }
+
+    #[test]
+    fn a_read_waits_only_for_the_writes_it_can_see() {
+        let clock = IndexClock::default();
+        clock.wrote(ANN);
+        let own = |scope| clock.target(ReadAfter::OwnWrites, scope);
+        // Other clients write another subject, another namespace.
+        for _ in 0..5 {
+            clock.wrote(WriteScope {
+                subject: Some("bob"),
+                session: Some("bob-1"),
+                ..ANN
+            });
+            clock.wrote(WriteScope {
+                namespace: Some("other"),
+                ..ANN
+            });
+        }
+        assert_eq!(clock.written(), 11);
+        // Ann's reads wait for Ann's write only.
+        assert_eq!(own(ReadScope::Subject("ns", "ann")), 1);
+        assert_eq!(own(ReadScope::Session("ns", "ann-1")), 1);
+        assert_eq!(own(ReadScope::Subject("other", "carol")), 0);
+        // A read of the whole namespace sees Bob's too.
+        assert_eq!(own(ReadScope::Namespace("ns")), 10);
+        // A write of unknown subject (a deleted session, retention) is
+        // waited for by every read of its namespace, and by no other.
+        clock.wrote(WriteScope {
+            subject: None,
+            session: Some("x"),
+            ..ANN
+        });
+        assert_eq!(own(ReadScope::Subject("ns", "ann")), 12);
+        assert_eq!(own(ReadScope::Session("ns", "ann-1")), 12);
+        assert_eq!(own(ReadScope::Subject("other", "ann")), 11);
+        // One spanning namespaces, by every read.
+        clock.wrote(WriteScope {
+            namespace: None,
+            subject: None,
+            session: None,
+        });
+        assert_eq!(own(ReadScope::Subject("other", "carol")), 13);
+        // A token still names every write before it, whoever made it.
+        assert_eq!(
+            clock.target(
+                ReadAfter::Token(clock.token()),
+                ReadScope::Subject("ns", "ann")
+            ),
+            13
+        );
     }
 }

@@ -81,7 +81,11 @@ impl Memory {
             });
         }
         if step.removed.facts + step.removed.episodes + step.removed.carried_actions > 0 {
-            self.notify(Event::KnowledgeChanged);
+            self.notify(Event::KnowledgeChanged {
+                namespace: Some(ns),
+                subject_id: Some(subject_id),
+                session_id: None,
+            });
         }
         Ok(step)
     }

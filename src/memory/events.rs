@@ -49,8 +49,15 @@ pub enum Event<'a> {
         /// The summary.
         summary: &'a SessionSummary,
     },
-    /// Facts or episodes changed (the search index has work).
-    KnowledgeChanged,
+    /// Facts, episodes or actions changed (the search index has work).
+    KnowledgeChanged {
+        /// Namespace; `None` when they span namespaces.
+        namespace: Option<&'a str>,
+        /// The subject they belong to; `None` when not known (or several).
+        subject_id: Option<&'a str>,
+        /// The session, when they come from one.
+        session_id: Option<&'a str>,
+    },
     /// The session's last turn was removed; its seq is free again.
     TurnRemoved {
         /// The session after the removal.

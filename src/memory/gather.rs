@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use super::consistency::ReadAfter;
+use super::consistency::{ReadAfter, ReadScope};
 use super::recall::{recall, Shown};
 use super::{validate, Memory};
 use crate::bundle::{self, Bundle, BundleRequest, Inputs, SubjectMemory, MIN_TURN_COST};
@@ -48,7 +48,8 @@ const TRANSCRIPT_HEADER_COST: u64 = 40;
 
 impl Memory {
     /// Builds a context bundle of a session (see [`crate::bundle`]); its
-    /// retrieval sees every write this process acknowledged before.
+    /// retrieval sees every write to the session's subject (or, without
+    /// one, to the session) this process acknowledged before.
     pub async fn get_context_bundle(
         &self,
         ns: &str,
@@ -71,8 +72,18 @@ impl Memory {
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
         validate::bundle_request(&req)?;
-        if !req.skip_recall {
-            self.await_index(after).await?;
+        // Only retrieval reads the index, and only what the session's
+        // retrieval can see is waited for: its subject's memory, or the
+        // session alone when it has no subject (one more read of the
+        // session, and only while the index is behind).
+        if req.retrieves() && !(after == ReadAfter::OwnWrites && self.clock.caught_up()) {
+            let session = self.get_session(ns, session_id).await?;
+            let scope = if session.subject_id.is_empty() {
+                ReadScope::Session(ns, session_id)
+            } else {
+                ReadScope::Subject(ns, &session.subject_id)
+            };
+            self.await_index(after, scope).await?;
         }
         // The text and its structured copy must fit one response message.
         let mut req = req;

@@ -5,7 +5,7 @@
 //! rules are `facts` and `episodes`; they reach the store as `decide`
 //! closures.
 
-use super::consistency::{ReadAfter, Waited};
+use super::consistency::{ReadAfter, ReadScope, Waited};
 use super::episodes::{self, ActionRef, Episode};
 use super::facts::{self, Fact, FactFilter, NewFact, PutOutcome};
 use super::page::PageToken;
@@ -27,6 +27,7 @@ impl Memory {
     /// Stores a client's fact; durable when it returns.
     pub async fn put_fact(&self, new: NewFact) -> Result<(Fact, PutOutcome)> {
         facts::validate(&new)?;
+        let (ns, subject) = (new.namespace.clone(), new.subject_id.clone());
         let r = self
             .blocking(move |st| {
                 if let Some(src) = &new.source {
@@ -43,7 +44,11 @@ impl Memory {
                 put_fact(st, &new)
             })
             .await?;
-        self.notify(Event::KnowledgeChanged);
+        self.notify(Event::KnowledgeChanged {
+            namespace: Some(&ns),
+            subject_id: Some(&subject),
+            session_id: None,
+        });
         Ok(r)
     }
 
@@ -95,7 +100,11 @@ impl Memory {
         validate::id("fact_id", fact_id)?;
         let (n, id) = (ns.to_owned(), fact_id.to_owned());
         let fact = self.blocking(move |st| st.delete_fact(&n, &id)).await?;
-        self.notify(Event::KnowledgeChanged);
+        self.notify(Event::KnowledgeChanged {
+            namespace: Some(ns),
+            subject_id: Some(&fact.subject_id),
+            session_id: None,
+        });
         Ok(fact)
     }
 
@@ -163,12 +172,18 @@ impl Memory {
         let a = self
             .blocking(move |st| set_action_status(st, &n, &action, status))
             .await?;
-        self.notify(Event::KnowledgeChanged);
+        // Carried actions are the subject's; which subject is not known here.
+        self.notify(Event::KnowledgeChanged {
+            namespace: Some(ns),
+            subject_id: None,
+            session_id: None,
+        });
         Ok(a)
     }
 
     /// Ranked search; the second value is the index backlog when it ran.
-    /// It sees every write this process acknowledged before it arrived.
+    /// It sees every write in its scope (session, subject or namespace)
+    /// this process acknowledged before it arrived.
     pub async fn search(&self, q: SearchQuery) -> Result<(Vec<Hit>, u64)> {
         self.search_after(q, ReadAfter::OwnWrites).await
     }
@@ -199,7 +214,12 @@ impl Memory {
                 search::MAX_LIMIT
             )));
         }
-        self.await_index(after).await?;
+        let scope = match (&q.session_id, &q.subject_id) {
+            (Some(session), _) => ReadScope::Session(&q.namespace, session),
+            (None, Some(subject)) => ReadScope::Subject(&q.namespace, subject),
+            (None, None) => ReadScope::Namespace(&q.namespace),
+        };
+        self.await_index(after, scope).await?;
         let index = self.search.clone();
         let lag = self.index_backlog();
         let ns = q.namespace.clone();
@@ -215,11 +235,11 @@ impl Memory {
     /// much is not), and a read with a token is refused: UNAVAILABLE
     /// naming the lag, to retry. A rebuilding index is not waited for
     /// (searches answer UNAVAILABLE, bundles go without retrieval).
-    pub(super) async fn await_index(&self, after: ReadAfter) -> Result<()> {
+    pub(super) async fn await_index(&self, after: ReadAfter, scope: ReadScope<'_>) -> Result<()> {
         if !self.search.is_ready() {
             return Ok(());
         }
-        let target = self.clock.target(after);
+        let target = self.clock.target(after, scope);
         let bound = std::time::Duration::from_millis(self.limits.read_your_writes_wait_ms);
         match (self.clock.wait_for(target, bound).await, after) {
             (Waited::CaughtUp, _) | (Waited::TimedOut, ReadAfter::OwnWrites) => Ok(()),

@@ -38,7 +38,7 @@ pub mod validate;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-pub use self::consistency::{ConsistencyToken, IndexClock, ReadAfter};
+pub use self::consistency::{ConsistencyToken, IndexClock, ReadAfter, ReadScope, WriteScope};
 pub use self::events::{Event, Notifier};
 pub use self::handoff::{HandoffOutcome, HandoffRequest};
 pub use self::sessions::NewSession;
@@ -164,16 +164,38 @@ impl Memory {
     /// Tells the listeners.
     fn notify(&self, event: Event<'_>) {
         // Counted before anyone hears of it, and so before it is
-        // acknowledged: a read arriving after the acknowledgement waits
-        // for the index to apply it.
-        if matches!(
-            event,
-            Event::Appended { .. }
-                | Event::Deleted { .. }
-                | Event::KnowledgeChanged
-                | Event::TurnRemoved { .. }
-        ) {
-            self.clock.wrote();
+        // acknowledged: a read arriving after the acknowledgement, in the
+        // scope of what the write touched, waits for the index to apply it.
+        let touched = match &event {
+            Event::Appended { session, .. } | Event::TurnRemoved { session, .. } => {
+                Some(WriteScope {
+                    namespace: Some(&session.namespace),
+                    subject: Some(&session.subject_id),
+                    session: Some(&session.session_id),
+                })
+            }
+            // Whose subject it was is gone with it.
+            Event::Deleted {
+                namespace,
+                session_id,
+            } => Some(WriteScope {
+                namespace: Some(namespace),
+                subject: None,
+                session: Some(session_id),
+            }),
+            Event::KnowledgeChanged {
+                namespace,
+                subject_id,
+                session_id,
+            } => Some(WriteScope {
+                namespace: *namespace,
+                subject: *subject_id,
+                session: *session_id,
+            }),
+            _ => None,
+        };
+        if let Some(scope) = touched {
+            self.clock.wrote(scope);
         }
         self.notifier.notify(&event);
     }

@@ -409,7 +409,11 @@ impl Memory {
             total.add(&removed);
             if removed.total() > 0 {
                 // Wakes the indexer for the outbox entries.
-                self.notify(Event::KnowledgeChanged);
+                self.notify(Event::KnowledgeChanged {
+                    namespace: Some(ns),
+                    subject_id: None,
+                    session_id: Some(session_id),
+                });
             }
             if (removed.total() as usize) < RETENTION_BATCH {
                 return Ok(total);
@@ -456,7 +460,11 @@ impl Memory {
             })
             .await?;
         if n > 0 {
-            self.notify(Event::KnowledgeChanged);
+            self.notify(Event::KnowledgeChanged {
+                namespace: None,
+                subject_id: None,
+                session_id: None,
+            });
         }
         Ok(n)
     }

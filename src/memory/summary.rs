@@ -552,7 +552,7 @@ impl Memory {
             let summarizer = self.summarizer.clone();
             let attempt = self
                 .blocking(move |st| {
-                    run(
+                    let a = run(
                         st,
                         summarizer.as_ref(),
                         &cfg,
@@ -560,13 +560,21 @@ impl Memory {
                         trigger,
                         force,
                         wait_free,
-                    )
+                    )?;
+                    // Whose memory a stored version may have changed (its
+                    // episode, the actions it carries): reads of that
+                    // subject wait for the index to apply it.
+                    let subject = match &a {
+                        Attempt::Stored(_) => st.get_session(&n, &i).ok().map(|s| s.subject_id),
+                        _ => None,
+                    };
+                    Ok((a, subject))
                 })
                 .await;
             match attempt {
                 Err(Error::Aborted(_)) => continue,
                 Err(e) => return Err(e),
-                Ok(a) => {
+                Ok((a, subject)) => {
                     if let Attempt::Stored(s) = &a {
                         self.notify(Event::SummaryWritten {
                             namespace: ns,
@@ -574,7 +582,11 @@ impl Memory {
                             summary: s,
                         });
                         // Facts and episodes may have changed with it.
-                        self.notify(Event::KnowledgeChanged);
+                        self.notify(Event::KnowledgeChanged {
+                            namespace: Some(ns),
+                            subject_id: subject.as_deref(),
+                            session_id: Some(session_id),
+                        });
                     }
                     return Ok(a);
                 }

@@ -78,7 +78,7 @@ impl Notifier for IndexerWake {
         match event {
             Event::Appended { .. }
             | Event::Deleted { .. }
-            | Event::KnowledgeChanged
+            | Event::KnowledgeChanged { .. }
             | Event::TurnRemoved { .. } => self.0.nudge(),
             _ => {}
         }
