@@ -366,7 +366,9 @@ fn main() {
         }
     }
     if failed {
-        eprintln!("a summary was refused or a fold panicked (MNEMO_BENCH_SHOW_ITEMS=1 names it)");
+        eprintln!(
+            "a summary was refused, a fold panicked (MNEMO_BENCH_SHOW_ITEMS=1 names it) or a labelled set's precision is under its floor (above)"
+        );
         std::process::exit(1);
     }
 }

@@ -423,7 +423,6 @@ pub(super) const SOCIAL: &[&str] = &[
     "check it out",
     "check them out",
     "check that out",
-    "as soon as i can",
     "take note",
     "take your recommendation",
     "take your advice",

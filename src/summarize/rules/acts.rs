@@ -132,6 +132,14 @@ fn objects_after(n: &Norm, at: usize) -> usize {
         .count()
 }
 
+/// Whether the word at `at` is a person the work is done to ("I'll call
+/// him", "I'll see if I can catch her"): as checkable as a named one.
+fn person_object(n: &Norm, at: usize) -> bool {
+    n.words
+        .get(at)
+        .is_some_and(|w| matches!(w.as_str(), "him" | "her" | "them"))
+}
+
 /// Content words before position `at`.
 fn objects_before(n: &Norm, at: usize) -> usize {
     n.words[..at.min(n.words.len())]
@@ -259,7 +267,7 @@ fn action_score(text: &str, n: &Norm) -> f32 {
     }
     // What the work is done to: after the verb ("send the photos"), or
     // named before the intent ("Off-by-one in the loop. I'll fix it.").
-    if objects_after(n, vat + 1) > 0 {
+    if objects_after(n, vat + 1) > 0 || person_object(n, vat + 1) {
         s += 0.1;
     } else if objects_before(n, pos) == 0 {
         s -= 0.25;
@@ -663,6 +671,26 @@ mod tests {
                 "I'll definitely be more careful next time.",
                 "Maybe someday I'll visit Japan.",
                 "- Overview: strangers band together to find the strength they need to survive.",
+            ],
+        );
+    }
+
+    #[test]
+    fn a_person_is_something_to_act_on_and_a_soon_is_no_pleasantry() {
+        assert_listed(
+            Act::Action,
+            &[
+                "I'll call him after the meeting",
+                "I'll see if I can catch them on the way out",
+                "I'll renew the passport as soon as I can!",
+            ],
+        );
+        assert_not_listed(
+            Act::Action,
+            &[
+                "I'll miss him so much",
+                "I'll do it!",
+                "I'll be there for her",
             ],
         );
     }
