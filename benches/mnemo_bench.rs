@@ -538,6 +538,8 @@ mod append {
     use std::sync::Arc;
 
     use mnemo::config::Config;
+    use mnemo::memory::profile::Step;
+    use mnemo::memory::Memory;
     use mnemo::pb;
     use mnemo::pb::memory_service_client::MemoryServiceClient;
     use mnemo::server::Daemon;
@@ -565,7 +567,27 @@ mod append {
         own_sessions: Vec<LoopResult>,
         /// Concurrency 16, every appender on one session.
         one_session_16: LoopResult,
+        /// Where each case's appends spent their time inside the daemon.
+        steps: Vec<StepRow>,
         derived: Vec<Derived>,
+    }
+
+    /// Mean microseconds per append, by step, for one case: the client's
+    /// latency, then the daemon's steps (`memory::profile`), the rest being
+    /// gRPC decoding, the network and the response.
+    #[derive(Serialize)]
+    pub struct StepRow {
+        case: String,
+        concurrency: usize,
+        client_us: f64,
+        validate_us: f64,
+        prepare_us: f64,
+        queue_us: f64,
+        plan_us: f64,
+        store_locked_us: f64,
+        durable_wait_us: f64,
+        announce_us: f64,
+        rest_us: f64,
     }
 
     pub fn run() -> Report {
@@ -577,13 +599,14 @@ mod append {
             .enable_all()
             .build()
             .expect("cannot build the tokio runtime");
-        let (own_sessions, one_session_16) =
+        let (own_sessions, one_session_16, steps) =
             runtime.block_on(daemon_cases(scratch.path().join("daemon")));
         let mut report = Report {
             raw_write_fdatasync,
             raw_sled_flush_fdatasync,
             own_sessions,
             one_session_16,
+            steps,
             derived: Vec::new(),
         };
         report.derived = derived(&report);
@@ -652,6 +675,25 @@ mod append {
                     r.syncs_per_op
                 );
             }
+            out!("\n### Inside the daemon: mean µs per append, by step\n");
+            out!("| case | concurrency | client sees | validate | token count + fingerprint | wait for a blocking thread | plan (under the session lock) | read, encode, apply batch + outbox (locked) | durability wait (group commit) | announce | rest: gRPC decode, network, response |");
+            out!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for r in &self.steps {
+                out!(
+                    "| {} | {} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                    r.case,
+                    r.concurrency,
+                    r.client_us,
+                    r.validate_us,
+                    r.prepare_us,
+                    r.queue_us,
+                    r.plan_us,
+                    r.store_locked_us,
+                    r.durable_wait_us,
+                    r.announce_us,
+                    r.rest_us
+                );
+            }
             print_derived(&self.derived);
         }
     }
@@ -692,21 +734,26 @@ mod append {
 
     /// The daemon cases on one daemon: (own sessions @1, @16, @64; one
     /// session @16).
-    async fn daemon_cases(data_dir: PathBuf) -> (Vec<LoopResult>, LoopResult) {
+    async fn daemon_cases(data_dir: PathBuf) -> (Vec<LoopResult>, LoopResult, Vec<StepRow>) {
         let daemon = RunningDaemon::start(data_dir).await;
         let mut own = Vec::new();
+        let mut steps = Vec::new();
         for concurrency in [1, 16, 64] {
-            own.push(append_case(&daemon, concurrency, SessionLayout::OnePerAppender).await);
+            let (r, s) = append_case(&daemon, concurrency, SessionLayout::OnePerAppender).await;
+            own.push(r);
+            steps.push(s);
         }
-        let shared = append_case(&daemon, 16, SessionLayout::Shared).await;
+        let (shared, s) = append_case(&daemon, 16, SessionLayout::Shared).await;
+        steps.push(s);
         daemon.stop().await;
-        (own, shared)
+        (own, shared, steps)
     }
 
     /// The real daemon serving on 127.0.0.1:0 from a fresh data dir.
     pub struct RunningDaemon {
         pub addr: SocketAddr,
         stats: Arc<Stats>,
+        memory: Arc<Memory>,
         stop: oneshot::Sender<()>,
         task: JoinHandle<mnemo::Result<()>>,
     }
@@ -725,6 +772,7 @@ mod append {
             };
             let daemon = Daemon::open(config).await.expect("cannot open the daemon");
             let stats = daemon.runtime().sync_stats();
+            let memory = daemon.runtime().memory().clone();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("cannot bind 127.0.0.1:0");
@@ -740,17 +788,19 @@ mod append {
             RunningDaemon {
                 addr,
                 stats,
+                memory,
                 stop,
                 task,
             }
         }
 
-        /// (syncs, durability requests) so far.
-        fn sync_counters(&self) -> (u64, u64) {
+        /// (syncs, durability requests, nanoseconds waited for them) so far.
+        fn sync_counters(&self) -> (u64, u64, u64) {
             let stats = &self.stats;
             (
                 stats.syncs.load(Ordering::Relaxed),
                 stats.requests.load(Ordering::Relaxed),
+                stats.waited_nanos.load(Ordering::Relaxed),
             )
         }
 
@@ -775,7 +825,7 @@ mod append {
         daemon: &RunningDaemon,
         concurrency: usize,
         layout: SessionLayout,
-    ) -> LoopResult {
+    ) -> (LoopResult, StepRow) {
         let case = match layout {
             SessionLayout::OnePerAppender => "AppendTurns, a session per appender",
             SessionLayout::Shared => "AppendTurns, all appenders on one session",
@@ -788,7 +838,8 @@ mod append {
             append_one(client, session, turn).await;
         }
 
-        let (syncs_before, requests_before) = daemon.sync_counters();
+        let (syncs_before, requests_before, waited_before) = daemon.sync_counters();
+        let profile_before = daemon.memory.append_profile().snapshot();
         let states: Vec<_> = clients.into_iter().zip(sessions).zip(turns).collect();
         let (hist, elapsed) =
             measure::concurrent(states, |((mut client, session), turn)| async move {
@@ -796,9 +847,40 @@ mod append {
                 ((client, session), turn)
             })
             .await;
-        let (syncs_after, requests_after) = daemon.sync_counters();
-        LoopResult::new(case, concurrency, elapsed, &hist)
-            .with_syncs(syncs_after - syncs_before, requests_after - requests_before)
+        let (syncs_after, requests_after, waited_after) = daemon.sync_counters();
+        let p = daemon
+            .memory
+            .append_profile()
+            .snapshot()
+            .since(&profile_before);
+        let requests = (requests_after - requests_before).max(1);
+        // The mean durability wait (the indexer's own waits included: it
+        // syncs the store before an index commit when a write is unsynced).
+        let durable_wait_us = (waited_after - waited_before) as f64 / requests as f64 / 1_000.0;
+        let client_us = hist.mean();
+        let store_us = p.mean_us(Step::Store);
+        let plan_us = p.mean_us(Step::Plan);
+        let inside = p.mean_us(Step::Validate)
+            + p.mean_us(Step::Prepare)
+            + p.mean_us(Step::Queue)
+            + store_us
+            + p.mean_us(Step::Announce);
+        let steps = StepRow {
+            case: case.into(),
+            concurrency,
+            client_us,
+            validate_us: p.mean_us(Step::Validate),
+            prepare_us: p.mean_us(Step::Prepare),
+            queue_us: p.mean_us(Step::Queue),
+            plan_us,
+            store_locked_us: (store_us - plan_us - durable_wait_us).max(0.0),
+            durable_wait_us,
+            announce_us: p.mean_us(Step::Announce),
+            rest_us: (client_us - inside).max(0.0),
+        };
+        let result = LoopResult::new(case, concurrency, elapsed, &hist)
+            .with_syncs(syncs_after - syncs_before, requests_after - requests_before);
+        (result, steps)
     }
 
     /// Creates session `id` in the bench namespace and appends `turns`
@@ -1008,7 +1090,9 @@ mod usual_stack {
             let (mut mnemo, mut theirs) = (Vec::new(), Vec::new());
             for concurrency in [1, 16, 64] {
                 mnemo.push(
-                    append::append_case(&daemon, concurrency, SessionLayout::OnePerAppender).await,
+                    append::append_case(&daemon, concurrency, SessionLayout::OnePerAppender)
+                        .await
+                        .0,
                 );
                 theirs.push(redis_append(&redis, concurrency).await);
             }

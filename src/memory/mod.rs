@@ -28,6 +28,7 @@ mod gather;
 pub mod handoff;
 pub mod knowledge;
 pub mod page;
+pub mod profile;
 mod recall;
 pub mod retention;
 pub mod sessions;
@@ -100,6 +101,8 @@ pub struct Memory {
     search_consumer: String,
     /// Turns and tokens appended since start (metrics).
     appended: AppendCounters,
+    /// Where appends spend their time, step by step.
+    append_profile: profile::AppendProfile,
     /// Index-relevant writes and how far the index applied them.
     clock: Arc<IndexClock>,
 }
@@ -120,6 +123,7 @@ impl Memory {
             notifier: parts.notifier,
             search_consumer: parts.search_consumer,
             appended: AppendCounters::default(),
+            append_profile: profile::AppendProfile::default(),
             clock: Arc::new(IndexClock::default()),
         }
     }
@@ -159,6 +163,11 @@ impl Memory {
     /// Turns and tokens appended since start.
     pub fn appended(&self) -> &AppendCounters {
         &self.appended
+    }
+
+    /// Where appends spent their time since start, step by step.
+    pub fn append_profile(&self) -> &profile::AppendProfile {
+        &self.append_profile
     }
 
     /// Tells the listeners.

@@ -2,11 +2,13 @@
 //! announce once durable) and list.
 
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
 use super::append::{self, OwnerChange, PreparedAppend};
 use super::page::PageToken;
+use super::profile::Step;
 use super::{validate, Event, Memory, Page};
 use crate::error::{Error, Result};
 use crate::model::{now_nanos, AppendOutcome, Encoding, NewTurn, Turn, TurnsRemoved};
@@ -46,6 +48,7 @@ impl Memory {
         session_id: &str,
         req: AppendRequest,
     ) -> Result<AppendOutcome> {
+        let started = Instant::now();
         validate::id("namespace", ns)?;
         validate::id("session_id", session_id)?;
         validate::turns(&req.turns, &self.limits)?;
@@ -57,6 +60,7 @@ impl Memory {
             }
             validate::name("idempotency_key", k, validate::MAX_IDEMPOTENCY_KEY_BYTES)?;
         }
+        self.append_profile.add(Step::Validate, started.elapsed());
         Ok(self.write_append(ns, session_id, req, None).await?.outcome)
     }
 
@@ -70,6 +74,9 @@ impl Memory {
         req: AppendRequest,
         handoff: Option<OwnerChange>,
     ) -> Result<Appended> {
+        let profile = &self.append_profile;
+        profile.counted();
+        let started = Instant::now();
         let (ns, id) = (ns.to_owned(), session_id.to_owned());
         // Tokens are counted before the store's lock, in the default
         // encoding most sessions use; a session in another encoding has
@@ -90,26 +97,44 @@ impl Memory {
             handoff,
             now: now_nanos(),
         };
-        let appended = self
+        profile.add(Step::Prepare, started.elapsed());
+        let queued = Instant::now();
+        let (store_took, plan_took, appended) = self
             .blocking(move |st| {
+                let started = Instant::now();
                 let key = prepared.idempotency_key.clone();
                 let mut counted = guess;
-                st.append_turns(&ns, &id, key.as_deref(), &mut |session, previous| {
-                    // A replay needs no counts.
-                    let encoding = session.settings.encoding;
-                    if previous.is_none() && encoding != counted {
-                        prepared.token_counts = prepared
-                            .turns
-                            .iter()
-                            .map(|t| tokens::count_turn(encoding, t))
-                            .collect();
-                        counted = encoding;
-                    }
-                    append::plan(session, previous, &prepared)
-                })
+                let mut plan_took = Duration::ZERO;
+                let appended =
+                    st.append_turns(&ns, &id, key.as_deref(), &mut |session, previous| {
+                        let planning = Instant::now();
+                        // A replay needs no counts.
+                        let encoding = session.settings.encoding;
+                        if previous.is_none() && encoding != counted {
+                            prepared.token_counts = prepared
+                                .turns
+                                .iter()
+                                .map(|t| tokens::count_turn(encoding, t))
+                                .collect();
+                            counted = encoding;
+                        }
+                        let plan = append::plan(session, previous, &prepared);
+                        plan_took += planning.elapsed();
+                        plan
+                    });
+                Ok((started, plan_took, appended))
             })
-            .await?;
+            .await
+            .map(|(started, plan_took, appended)| {
+                profile.add(Step::Queue, started.saturating_duration_since(queued));
+                (started.elapsed(), plan_took, appended)
+            })?;
+        profile.add(Step::Store, store_took);
+        profile.add(Step::Plan, plan_took);
+        let appended = appended?;
+        let announcing = Instant::now();
         self.after_append(&appended);
+        profile.add(Step::Announce, announcing.elapsed());
         Ok(appended)
     }
 

@@ -17,6 +17,9 @@ pub struct Stats {
     pub syncs: AtomicU64,
     /// Durability waits answered.
     pub requests: AtomicU64,
+    /// Time writers spent waiting for durability (their share of a sync,
+    /// or the whole of the one they led), in nanoseconds.
+    pub waited_nanos: AtomicU64,
 }
 
 #[derive(Default)]
@@ -50,6 +53,15 @@ impl GroupCommit {
     /// A failed sync fails every writer it covered (their writes are not
     /// acknowledged); later writers try again.
     pub fn wait_durable(&self, sync: impl Fn() -> Result<()>) -> Result<()> {
+        let started = std::time::Instant::now();
+        let result = self.wait(sync);
+        self.stats
+            .waited_nanos
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        result
+    }
+
+    fn wait(&self, sync: impl Fn() -> Result<()>) -> Result<()> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         // The state is counters only: a poisoned lock still holds them.
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
