@@ -147,6 +147,13 @@ async fn the_metrics_endpoint_counts_requests_and_reports_memory() {
     assert!(get("mnemo_search_index_applied_total") >= 1.0);
     assert_eq!(get("mnemo_watch_streams_open"), 0.0);
     assert!(get("mnemo_store_syncs_total") >= 2.0);
+    assert!(get("mnemo_store_sync_wait_microseconds_total") > 0.0);
+    // Where appends spent their time: the store's call holds its plan.
+    assert!(get("mnemo_append_calls_total") >= 1.0);
+    assert!(get("mnemo_append_store_microseconds_total") > 0.0);
+    assert!(
+        get("mnemo_append_store_microseconds_total") >= get("mnemo_append_plan_microseconds_total")
+    );
     assert!(get("mnemo_data_dir_bytes") > 0.0);
     if on_postgres() {
         assert!(get("mnemo_postgres_connections") >= 1.0);

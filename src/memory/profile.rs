@@ -30,6 +30,42 @@ pub enum Step {
 
 const STEPS: usize = 6;
 
+impl Step {
+    /// Every step, in the order an append takes them.
+    pub const ALL: [Step; STEPS] = [
+        Step::Validate,
+        Step::Prepare,
+        Step::Queue,
+        Step::Store,
+        Step::Plan,
+        Step::Announce,
+    ];
+
+    /// Its name in metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Validate => "validate",
+            Step::Prepare => "prepare",
+            Step::Queue => "queue",
+            Step::Store => "store",
+            Step::Plan => "plan",
+            Step::Announce => "announce",
+        }
+    }
+
+    /// What it measures, for a metric's help text.
+    pub fn help(self) -> &'static str {
+        match self {
+            Step::Validate => "appends: checking ids, turns and limits, in all",
+            Step::Prepare => "appends: counting tokens and fingerprinting, in all",
+            Step::Queue => "appends: waiting for a blocking-pool thread, in all",
+            Step::Store => "appends: the store's call (locked section and durability wait), in all",
+            Step::Plan => "appends: of the store's call, the plan under the session lock, in all",
+            Step::Announce => "appends: counting and telling the listeners, in all",
+        }
+    }
+}
+
 /// Running totals per step, in nanoseconds, and the appends they cover.
 #[derive(Debug, Default)]
 pub struct AppendProfile {
@@ -72,6 +108,11 @@ impl AppendSteps {
             appends: self.appends.saturating_sub(earlier.appends),
             nanos: std::array::from_fn(|i| self.nanos[i].saturating_sub(earlier.nanos[i])),
         }
+    }
+
+    /// The total time of `step`, in whole microseconds.
+    pub fn total_us(&self, step: Step) -> u64 {
+        self.nanos[step as usize] / 1_000
     }
 
     /// The mean time of `step` per append, in microseconds.

@@ -26,6 +26,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::error::{Error, Result};
+use crate::memory::profile::Step;
 use crate::runtime::Runtime;
 
 /// Labels of a request counter.
@@ -360,6 +361,27 @@ impl Collector for MemoryCollector {
             "writes that waited for a group-commit sync",
             c.requests.load(Relaxed),
         )?;
+        counter(
+            &mut e,
+            "store_sync_wait_microseconds",
+            "time writes waited for a group-commit sync, in all",
+            c.waited_nanos.load(Relaxed) / 1_000,
+        )?;
+        let appends = m.memory().append_profile().snapshot();
+        counter(
+            &mut e,
+            "append_calls",
+            "appends through the domain (the steps below are their totals)",
+            appends.appends,
+        )?;
+        for step in Step::ALL {
+            counter(
+                &mut e,
+                &format!("append_{}_microseconds", step.name()),
+                step.help(),
+                appends.total_us(step),
+            )?;
+        }
         if let Some(dir) = &self.data_dir {
             let bytes = i64::try_from(disk_bytes(dir, 2)).unwrap_or(i64::MAX);
             gauge(
