@@ -208,10 +208,14 @@ impl IndexClock {
         };
         mark(slot(0, ns, ""));
         match scope.subject {
-            None => mark(slot(1, ns, "")),
-            Some("") => 0,
-            Some(subject) => mark(slot(2, ns, subject)),
-        };
+            None => {
+                mark(slot(1, ns, ""));
+            }
+            Some("") => {}
+            Some(subject) => {
+                mark(slot(2, ns, subject));
+            }
+        }
         if let Some(session) = scope.session {
             mark(slot(3, ns, session));
         }
