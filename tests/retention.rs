@@ -36,6 +36,7 @@ fn rules() -> Vec<RetentionRule> {
         audit_days: Some(90),
         summaries_days: Some(365),
         facts_days: Some(730),
+        summary_versions: None,
     }]
 }
 
@@ -531,6 +532,85 @@ fn removed_so_far(r: &Retention) -> Vec<u64> {
         .iter()
         .map(|n| n.load(Ordering::Relaxed))
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_its_newest_summary_versions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = config_for(&tmp.path().join("d"));
+    cfg.retention = vec![RetentionRule {
+        namespace: "ver".into(),
+        summary_versions: Some(2),
+        ..Default::default()
+    }];
+    let clock = Arc::new(AtomicI64::new(mnemo::model::now_nanos()));
+    let (server, retention) = start(cfg, clock).await;
+    let mut c = server.client().await;
+    // Four versions, one per summarize; another namespace keeps all.
+    for ns in ["ver", "all"] {
+        session(&mut c, ns, "long", "zqfirst", false).await;
+        for round in 0..3 {
+            let turns = (0..4)
+                .map(|i| {
+                    user_turn(&format!(
+                        "round {round} turn {i}: please refund order {round}{i}"
+                    ))
+                })
+                .collect();
+            c.append_turns(append_req(ns, "long", turns)).await.unwrap();
+            c.summarize(pb::SummarizeRequest {
+                namespace: ns.into(),
+                session_id: "long".into(),
+                wait: true,
+            })
+            .await
+            .unwrap();
+        }
+    }
+    let version = |c: &mut Client, ns: &'static str, v: u64| {
+        let mut c = c.clone();
+        async move {
+            c.get_summary(pb::GetSummaryRequest {
+                namespace: ns.into(),
+                session_id: "long".into(),
+                version: v,
+                ..Default::default()
+            })
+            .await
+        }
+    };
+    let latest = version(&mut c, "ver", 0).await.unwrap().into_inner();
+    let latest = latest.summary.expect("a summary").version;
+    assert_eq!(latest, 4);
+    let removed = retention.pass().await.unwrap();
+    assert_eq!(removed.summaries, 2, "{removed:?}");
+    for v in 1..=2 {
+        let e = version(&mut c, "ver", v).await.unwrap_err();
+        assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    }
+    for v in 3..=4 {
+        version(&mut c, "ver", v)
+            .await
+            .expect("a newest version stays");
+    }
+    // The session still folds on, from its latest version.
+    c.append_turns(append_req("ver", "long", vec![user_turn("one more turn")]))
+        .await
+        .unwrap();
+    c.summarize(pb::SummarizeRequest {
+        namespace: "ver".into(),
+        session_id: "long".into(),
+        wait: true,
+    })
+    .await
+    .unwrap();
+    version(&mut c, "ver", 5).await.expect("version 5");
+    // A namespace without the key keeps every version.
+    for v in 1..=4 {
+        version(&mut c, "all", v).await.expect("kept");
+    }
+    drop(retention);
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

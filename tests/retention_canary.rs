@@ -30,6 +30,7 @@ fn with_retention(mut config: Config) -> Config {
         summaries_days: Some(30),
         audit_days: Some(30),
         facts_days: Some(30),
+        summary_versions: None,
     }];
     config
 }

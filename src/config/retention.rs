@@ -14,6 +14,9 @@ pub const ANY_NAMESPACE: &str = "*";
 /// the cut-off arithmetic in range.
 pub const MAX_DAYS: i64 = 365_000;
 
+/// Most summary versions a `summary_versions` bound may keep.
+pub const MAX_SUMMARY_VERSIONS: i64 = 1_000_000;
+
 /// One `[[retention]]` table. A kind left out is kept forever.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -33,6 +36,11 @@ pub struct RetentionRule {
     /// A fact whose current version was not updated for this many days
     /// goes, with its superseded versions.
     pub facts_days: Option<i64>,
+    /// A session keeps its newest this many summary versions; older ones
+    /// go, whatever their age. Every version is stored whole and grows
+    /// with the session, so keeping them all costs disk with the square of
+    /// a session's length; a bound keeps it linear.
+    pub summary_versions: Option<i64>,
 }
 
 impl RetentionRule {
@@ -42,6 +50,7 @@ impl RetentionRule {
             && self.summaries_days.is_none()
             && self.audit_days.is_none()
             && self.facts_days.is_none()
+            && self.summary_versions.is_none()
     }
 }
 
@@ -123,6 +132,14 @@ pub fn validate(rules: &[RetentionRule]) -> Result<()> {
                 }
             }
         }
+        if let Some(n) = r.summary_versions {
+            if !(1..=MAX_SUMMARY_VERSIONS).contains(&n) {
+                return Err(Error::invalid(format!(
+                    "{at}.summary_versions = {n} (namespace {:?}): a session keeps from 1 to {MAX_SUMMARY_VERSIONS} of its newest summary versions; leave the key out to keep every version",
+                    r.namespace
+                )));
+            }
+        }
     }
     Ok(())
 }
@@ -161,6 +178,14 @@ mod tests {
             (
                 vec![rule("a", Some(3)), rule("a", Some(4))],
                 "retention[1]: namespace \"a\"",
+            ),
+            (
+                vec![RetentionRule {
+                    namespace: "a".into(),
+                    summary_versions: Some(0),
+                    ..Default::default()
+                }],
+                "retention[0].summary_versions = 0",
             ),
         ] {
             let e = validate(&rules).unwrap_err().to_string();

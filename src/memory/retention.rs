@@ -73,6 +73,19 @@ pub fn session_cut(v: &RetentionView, rule: &RetentionRule, now: UnixNanos) -> S
             .map_or(0, |(version, _)| *version);
         cut.episode = v.episode_ended_at.is_some_and(|at| at <= before);
     }
+    if let Some(keep) = rule.summary_versions {
+        // The newest `keep` versions stay (the latest always: it is the
+        // session's running memory); the older ones are a prefix.
+        let keep = u64::try_from(keep).unwrap_or(u64::MAX).max(1);
+        let through = s.summary.version.saturating_sub(keep);
+        let by_count = v
+            .summaries
+            .iter()
+            .take_while(|(version, _)| *version <= through)
+            .last()
+            .map_or(0, |(version, _)| *version);
+        cut.summaries_through_version = cut.summaries_through_version.max(by_count);
+    }
     if let Some(days) = rule.audit_days {
         let before = cutoff(now, days);
         cut.audit_through_seq = v
@@ -500,6 +513,7 @@ mod tests {
             summaries_days: Some(5),
             audit_days: Some(5),
             facts_days: Some(5),
+            summary_versions: None,
         }
     }
 
@@ -570,6 +584,35 @@ mod tests {
             ..Default::default()
         };
         assert!(session_cut(&closed, &keep, 999 * DAY).is_empty());
+    }
+
+    #[test]
+    fn a_session_keeps_its_newest_summary_versions_whatever_their_age() {
+        // Versions 1 to 3, the latest 3, written minutes ago.
+        let v = view(SessionState::Active, 30 * DAY);
+        let keep = |n| RetentionRule {
+            namespace: "ns".into(),
+            summary_versions: Some(n),
+            ..Default::default()
+        };
+        let now = 30 * DAY;
+        assert_eq!(session_cut(&v, &keep(2), now).summaries_through_version, 1);
+        assert_eq!(session_cut(&v, &keep(1), now).summaries_through_version, 2);
+        assert!(session_cut(&v, &keep(3), now).is_empty());
+        assert!(session_cut(&v, &keep(100), now).is_empty());
+        // Already removed: nothing more.
+        let mut done = v.clone();
+        done.summaries.remove(0);
+        assert!(session_cut(&done, &keep(2), now).is_empty());
+        // With a period too, the larger cut wins; the latest always stays.
+        let both = RetentionRule {
+            summaries_days: Some(5),
+            ..keep(2)
+        };
+        assert_eq!(
+            session_cut(&v, &both, 999 * DAY).summaries_through_version,
+            2
+        );
     }
 
     #[test]
