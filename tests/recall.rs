@@ -106,6 +106,63 @@ async fn two_subjects(c: &mut Client, ns: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_turn_that_does_not_fit_comes_back_as_the_sentences_that_answer() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    session(&mut c, "ns", "meet-1", "team").await;
+    // A monologue of about 1,100 words; the answer is one sentence in it.
+    let filler = "We went over the agenda, the minutes and the open tickets once more. ".repeat(40);
+    let monologue =
+        format!("{filler}The demo will be tested at the Students Firm Fair in March. {filler}");
+    c.append_turns(append_req(
+        "ns",
+        "meet-1",
+        vec![turn_at(pb::Role::User, "dana", &monologue, MAY_8)],
+    ))
+    .await
+    .unwrap();
+    close(&mut c, "ns", "meet-1").await;
+    session(&mut c, "ns", "meet-2", "team").await;
+    c.append_turns(append_req(
+        "ns",
+        "meet-2",
+        vec![turn_at(
+            pb::Role::User,
+            "dana",
+            "Where do we stand?",
+            MAY_8 + 86_400,
+        )],
+    ))
+    .await
+    .unwrap();
+    index_caught_up(&mut c, "ns").await;
+    let b = query_bundle(
+        &mut c,
+        "ns",
+        "meet-2",
+        600,
+        "Where will the demo be tested?",
+    )
+    .await;
+    let text = &b.rendered_text;
+    assert!(
+        text.contains(
+            "[8 May 2023] dana: … The demo will be tested at the Students Firm Fair in March. …\n"
+        ),
+        "{text}"
+    );
+    assert!(b.token_count <= 600);
+    // The structured copy holds the whole turn.
+    let r = b
+        .recalled
+        .iter()
+        .find(|r| r.session_id == "meet-1")
+        .expect("the monologue is retrieved");
+    assert!(r.turns.iter().any(|t| t.content == monologue));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_earlier_sessions_answer_comes_back_with_its_reference() {
     let server = TestServer::start().await;
     let mut c = server.client().await;

@@ -243,7 +243,7 @@ pub(super) fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate>
             format!("Prepared for agent {}.", req.agent_id),
         ));
     }
-    recalled::candidates(inputs, &mut out);
+    recalled::candidates(inputs, &req.query, &mut out);
     // Stable: each section keeps its order; the stable part first.
     out.sort_by_key(|c| (part_of(c), priority(c)));
     out

@@ -1,12 +1,22 @@
-//! Shortening of older turns for the "Earlier conversation summary" of a
-//! bundle, after the Q&A truncation scheme: a question (a user turn) keeps
-//! up to 150 characters; an answer (any other turn) is kept whole up to 100
-//! characters, else cut to its first sentence, and that to 100 characters.
-//! Lengths are in characters (Unicode scalar values), never bytes, so a cut
-//! never splits a character.
+//! Shortening of turns for a bundle. Older turns for the "Earlier
+//! conversation summary", after the Q&A truncation scheme: a question (a
+//! user turn) keeps up to 150 characters; an answer (any other turn) is
+//! kept whole up to 100 characters, else cut to its first sentence, and
+//! that to 100 characters. Lengths are in characters (Unicode scalar
+//! values), never bytes, so a cut never splits a character. And a long
+//! retrieved turn (a meeting's monologue, a tool's long output) read for a
+//! query: its sentences that share the query's words ([`excerpt`]).
+
+use std::collections::BTreeSet;
 
 use crate::model::{Role, Turn};
 use crate::summarize::rules;
+
+/// Words a retrieved turn's excerpt keeps, about.
+pub const EXCERPT_WORDS: usize = 80;
+/// A retrieved turn longer than this many words gets an excerpt as its
+/// short form.
+pub const EXCERPT_FROM_WORDS: usize = 120;
 
 /// Characters a question keeps.
 pub const QUESTION_CHARS: usize = 150;
@@ -14,6 +24,65 @@ pub const QUESTION_CHARS: usize = 150;
 pub const ANSWER_CHARS: usize = 100;
 /// Marks a cut.
 pub const ELLIPSIS: &str = "...";
+
+/// The sentences of a long `text` that share the most of the query's
+/// content words (`query`, stemmed: `rules::content_words`), in their
+/// order, within about [`EXCERPT_WORDS`] words, "…" where text was left
+/// out; `None` when the text is not long or no sentence shares a word.
+pub fn excerpt(text: &str, query: &BTreeSet<String>) -> Option<String> {
+    let words = |s: &str| s.split_whitespace().count();
+    if query.is_empty() || words(text) <= EXCERPT_FROM_WORDS {
+        return None;
+    }
+    let sentences = rules::sentences(text);
+    let mut scored: Vec<(usize, usize)> = sentences
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i, rules::content_words(s).intersection(query).count()))
+        .filter(|&(_, shared)| shared > 0)
+        .collect();
+    // Most shared words first; earlier first among equals.
+    scored.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut kept = 0;
+    for (i, _) in scored {
+        let n = words(sentences[i]);
+        if !chosen.is_empty() && kept + n > EXCERPT_WORDS {
+            continue;
+        }
+        chosen.push(i);
+        kept += n;
+        if kept >= EXCERPT_WORDS {
+            break;
+        }
+    }
+    if chosen.is_empty() {
+        return None;
+    }
+    chosen.sort_unstable();
+    let mut out = String::new();
+    let mut next = 0;
+    for i in chosen {
+        if i > next {
+            out.push_str(if out.is_empty() { "… " } else { " … " });
+        } else if !out.is_empty() {
+            out.push(' ');
+        }
+        let s = sentences[i].trim();
+        if words(s) > EXCERPT_WORDS {
+            let cut: Vec<&str> = s.split_whitespace().take(EXCERPT_WORDS).collect();
+            out.push_str(&cut.join(" "));
+            out.push('…');
+        } else {
+            out.push_str(s);
+        }
+        next = i + 1;
+    }
+    if next < sentences.len() {
+        out.push_str(" …");
+    }
+    Some(out)
+}
 
 /// The shortened text of a turn and whether it lost anything.
 pub fn shorten(turn: &Turn) -> (String, bool) {
@@ -154,5 +223,22 @@ mod tests {
             s.starts_with(r#"lookup_order({"order_id":"A-1"}) -> Success: found."#),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_long_turn_is_excerpted_to_the_sentences_the_query_shares() {
+        let filler = "We went over the agenda and the minutes of last week again. ".repeat(12);
+        let text = format!(
+            "{filler}The demo will be tested at the Students Firm Fair in March. {filler}Noise at the fair is the hard part for the demo. {filler}"
+        );
+        let query = rules::content_words("Where will the demo be tested?");
+        let e = excerpt(&text, &query).expect("an excerpt");
+        assert!(e.contains("Students Firm Fair"), "{e}");
+        assert!(e.starts_with("… ") && e.ends_with(" …"), "{e}");
+        assert!(e.split_whitespace().count() <= EXCERPT_WORDS + 4, "{e}");
+        // Short turns, and turns that share no word, keep no excerpt.
+        assert_eq!(excerpt("The demo is at the fair.", &query), None);
+        assert_eq!(excerpt(&filler, &query), None);
+        assert_eq!(excerpt(&text, &BTreeSet::new()), None);
     }
 }

@@ -1,5 +1,7 @@
 //! Memory retrieved for a bundle's request, as lines: each turn verbatim
-//! after its day and speaker, a turn's question/answer
+//! after its day and speaker (a long one also as an excerpt of the
+//! sentences that share the query's words, for when it does not fit whole),
+//! a turn's question/answer
 //! neighbour next to it when the budget allows, a fact with the day it was
 //! stated, an episode like the episodes section shows it.
 
@@ -7,9 +9,13 @@ use super::lines::{
     day, episode_lines, fact_item_line, item, role_name, turn_prefix, verbatim, Candidate, Line,
     Share, BYTES_PER_TOKEN_AT_MOST,
 };
+use std::collections::BTreeSet;
+
+use super::compress::excerpt;
 use super::{Inputs, RecalledItem, Section};
 use crate::model::Turn;
 use crate::search::turn_time;
+use crate::summarize::rules;
 
 /// A retrieved turn read like memory: its day and speaker first, then the
 /// words verbatim (and the exact tool call): "[8 May 2023] Caroline:
@@ -23,12 +29,27 @@ fn cited(t: &Turn) -> String {
     let whole = verbatim(t);
     let said = format!("{} {}", turn_prefix(t), t.content);
     let call = whole.strip_prefix(&said).unwrap_or("");
+    format!("{}{}{call}", said_by(t), t.content)
+}
+
+/// "[8 May 2023] Caroline: ": the day and who said it.
+fn said_by(t: &Turn) -> String {
     let who = if t.speaker.is_empty() {
         role_name(t.role)
     } else {
         t.speaker.as_str()
     };
-    format!("[{}] {who}: {}{call}", day(turn_time(t)), t.content)
+    format!("[{}] {who}: ", day(turn_time(t)))
+}
+
+/// The short form of a long retrieved turn: its sentences that share the
+/// query's words (`compress::excerpt`); none for a tool call (kept
+/// exact) or a turn that is not long.
+fn excerpted(t: &Turn, query: &BTreeSet<String>) -> Option<String> {
+    if t.tool_call.is_some() {
+        return None;
+    }
+    excerpt(&t.content, query).map(|e| format!("{}{e}", said_by(t)))
 }
 
 /// Keys of retrieved memory: the item's position times this, plus the
@@ -39,8 +60,9 @@ pub(super) const KEY_STRIDE: u64 = 4;
 /// The candidates of the retrieved memory: every item's hit, best first,
 /// then the neighbours completing question/answer pairs, which draw on a
 /// share of their own ("where the budget allows").
-pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
+pub(super) fn candidates(inputs: &Inputs, query: &str, out: &mut Vec<Candidate>) {
     let section = Section::Recalled;
+    let query = rules::content_words(query);
     let mut neighbours = Vec::new();
     for (i, r) in inputs.recalled.iter().enumerate() {
         let base = i as u64 * KEY_STRIDE;
@@ -61,13 +83,14 @@ pub(super) fn candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
                 let Some(hit) = turns.iter().find(|t| t.seq == *hit_seq) else {
                     continue;
                 };
+                let short = excerpted(hit, &query);
                 Candidate {
                     section,
                     share: Share::Section(section),
                     key: base + 1,
                     full: Line::new(cited(hit)),
-                    short: None,
-                    short_lossy: false,
+                    short_lossy: short.is_some(),
+                    short: short.map(Line::new),
                     estimate: u64::from(hit.token_count),
                 }
             }
