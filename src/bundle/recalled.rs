@@ -1,17 +1,17 @@
 //! Memory retrieved for a bundle's request, as lines: each turn verbatim
 //! after its day and speaker (a long one also as an excerpt of the
-//! sentences that share the query's words, for when it does not fit whole),
-//! a turn's question/answer
-//! neighbour next to it when the budget allows, a fact with the day it was
-//! stated, an episode like the episodes section shows it.
+//! sentences that share the query's words, for when it does not fit
+//! whole), a turn's question/answer neighbour next to it when the budget
+//! allows, a fact with the day it was stated, an episode like the episodes
+//! section shows it.
 
+use std::collections::BTreeSet;
+
+use super::compress::excerpt;
 use super::lines::{
     day, episode_lines, fact_item_line, item, role_name, turn_prefix, verbatim, Candidate, Line,
     Share, BYTES_PER_TOKEN_AT_MOST,
 };
-use std::collections::BTreeSet;
-
-use super::compress::excerpt;
 use super::{Inputs, RecalledItem, Section};
 use crate::model::Turn;
 use crate::search::turn_time;
