@@ -44,6 +44,16 @@ pub fn cutoff(now: UnixNanos, days: i64) -> UnixNanos {
     now.saturating_sub(days.saturating_mul(NANOS_PER_DAY))
 }
 
+/// The last of `records` (oldest first: (version or seq, written at)) in
+/// the prefix that `due` holds for; 0 when the first is not due.
+fn prefix_through(records: &[(u64, UnixNanos)], due: impl Fn(u64, UnixNanos) -> bool) -> u64 {
+    records
+        .iter()
+        .take_while(|&&(n, at)| due(n, at))
+        .last()
+        .map_or(0, |&(n, _)| n)
+}
+
 /// What `rule` removes from the session seen in `v` at `now`.
 pub fn session_cut(v: &RetentionView, rule: &RetentionRule, now: UnixNanos) -> SessionCut {
     let s = &v.session;
@@ -65,12 +75,9 @@ pub fn session_cut(v: &RetentionView, rule: &RetentionRule, now: UnixNanos) -> S
         let before = cutoff(now, days);
         let latest = s.summary.version;
         // Versions are written in order: the due ones are a prefix.
-        cut.summaries_through_version = v
-            .summaries
-            .iter()
-            .take_while(|(version, at)| *at <= before && (closed || *version < latest))
-            .last()
-            .map_or(0, |(version, _)| *version);
+        cut.summaries_through_version = prefix_through(&v.summaries, |version, at| {
+            at <= before && (closed || version < latest)
+        });
         cut.episode = v.episode_ended_at.is_some_and(|at| at <= before);
     }
     if let Some(keep) = rule.summary_versions {
@@ -78,22 +85,12 @@ pub fn session_cut(v: &RetentionView, rule: &RetentionRule, now: UnixNanos) -> S
         // session's running memory); the older ones are a prefix.
         let keep = u64::try_from(keep).unwrap_or(u64::MAX).max(1);
         let through = s.summary.version.saturating_sub(keep);
-        let by_count = v
-            .summaries
-            .iter()
-            .take_while(|(version, _)| *version <= through)
-            .last()
-            .map_or(0, |(version, _)| *version);
+        let by_count = prefix_through(&v.summaries, |version, _| version <= through);
         cut.summaries_through_version = cut.summaries_through_version.max(by_count);
     }
     if let Some(days) = rule.audit_days {
         let before = cutoff(now, days);
-        cut.audit_through_seq = v
-            .audits
-            .iter()
-            .take_while(|(_, at)| *at <= before)
-            .last()
-            .map_or(0, |(seq, _)| *seq);
+        cut.audit_through_seq = prefix_through(&v.audits, |_, at| at <= before);
     }
     cut
 }

@@ -99,7 +99,7 @@ impl Memory {
         };
         profile.add(Step::Prepare, started.elapsed());
         let queued = Instant::now();
-        let (store_took, plan_took, appended) = self
+        let (queue_took, store_took, plan_took, appended) = self
             .blocking(move |st| {
                 let started = Instant::now();
                 let key = prepared.idempotency_key.clone();
@@ -122,13 +122,11 @@ impl Memory {
                         plan_took += planning.elapsed();
                         plan
                     });
-                Ok((started, plan_took, appended))
+                let queue_took = started.saturating_duration_since(queued);
+                Ok((queue_took, started.elapsed(), plan_took, appended))
             })
-            .await
-            .map(|(started, plan_took, appended)| {
-                profile.add(Step::Queue, started.saturating_duration_since(queued));
-                (started.elapsed(), plan_took, appended)
-            })?;
+            .await?;
+        profile.add(Step::Queue, queue_took);
         profile.add(Step::Store, store_took);
         profile.add(Step::Plan, plan_took);
         let appended = appended?;
