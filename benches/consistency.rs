@@ -6,7 +6,8 @@
 //! 1,000 per session) appended over 8 connections; then search latency
 //! (p50/p99) with no write before the searches, and with an append just
 //! before each search whose word the search asks for (and whether it was
-//! found); then append throughput over 16 connections for a few seconds
+//! found), the rounds back to back and then `PACED_GAP` apart (an agent's
+//! pace: a turn, then a recall, seconds later the next); then append throughput over 16 connections for a few seconds
 //! (`MNEMO_BENCH_RW_SECS`, default 5), other subjects' sessions, while one
 //! more client searches the first subject (which no one writes then): a
 //! read waits only for writes it can see, so those searches should cost
@@ -34,6 +35,9 @@ const BATCH: u64 = 250;
 const LOADERS: usize = 8;
 const APPENDERS: usize = 16;
 const SEARCHES: u64 = 300;
+/// Rounds of append-then-search at an agent's pace, and their spacing.
+const PACED: u64 = 50;
+const PACED_GAP: Duration = Duration::from_millis(200);
 
 struct Running {
     addr: SocketAddr,
@@ -215,6 +219,10 @@ struct Figures {
     after_write_p99_us: u64,
     after_write_found: u64,
     after_write_rounds: u64,
+    paced_p50_us: u64,
+    paced_p99_us: u64,
+    paced_found: u64,
+    paced_rounds: u64,
     appends_per_second: f64,
     under_load_p50_us: u64,
     under_load_p99_us: u64,
@@ -245,25 +253,8 @@ async fn measure(addr: SocketAddr, rng: &mut Rng, tag: u64) -> Figures {
     }
     let probe = format!("probe{tag}");
     session(&mut c, &probe).await;
-    let mut after = Histogram::<u64>::new(3).expect("histogram");
-    let mut found = 0;
-    for i in 0..SEARCHES {
-        let w = format!("probe{i}x{}", rng.below(1_000_000));
-        c.append_turns(pb::AppendTurnsRequest {
-            namespace: "bench".into(),
-            session_id: probe.clone(),
-            turns: vec![turn(format!("the probe word is {w}"))],
-            ..Default::default()
-        })
-        .await
-        .expect("append");
-        let t = Instant::now();
-        let hits = c.search(search(w)).await.expect("search").into_inner().hits;
-        after
-            .record(t.elapsed().as_micros() as u64)
-            .expect("recorded");
-        found += u64::from(!hits.is_empty());
-    }
+    let (after, found) = after_writes(&mut c, &probe, rng, SEARCHES, Duration::ZERO).await;
+    let (paced, paced_found) = after_writes(&mut c, &probe, rng, PACED, PACED_GAP).await;
     let secs: u64 = std::env::var("MNEMO_BENCH_RW_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -314,10 +305,47 @@ async fn measure(addr: SocketAddr, rng: &mut Rng, tag: u64) -> Figures {
         after_write_p99_us: after.value_at_quantile(0.99),
         after_write_found: found,
         after_write_rounds: SEARCHES,
+        paced_p50_us: paced.value_at_quantile(0.5),
+        paced_p99_us: paced.value_at_quantile(0.99),
+        paced_found,
+        paced_rounds: PACED,
         appends_per_second: rate,
         under_load_p50_us: under_load.value_at_quantile(0.5),
         under_load_p99_us: under_load.value_at_quantile(0.99),
     }
+}
+
+/// `rounds` of: append a turn with a new word to `session`, then search
+/// for the word at once, `gap` between rounds. The searches' latency and
+/// how many found the turn.
+async fn after_writes(
+    c: &mut MemoryServiceClient<Channel>,
+    session: &str,
+    rng: &mut Rng,
+    rounds: u64,
+    gap: Duration,
+) -> (Histogram<u64>, u64) {
+    let mut after = Histogram::<u64>::new(3).expect("histogram");
+    let mut found = 0;
+    for i in 0..rounds {
+        tokio::time::sleep(gap).await;
+        let w = format!("probe{i}x{}", rng.below(1_000_000));
+        c.append_turns(pb::AppendTurnsRequest {
+            namespace: "bench".into(),
+            session_id: session.into(),
+            turns: vec![turn(format!("the probe word is {w}"))],
+            ..Default::default()
+        })
+        .await
+        .expect("append");
+        let t = Instant::now();
+        let hits = c.search(search(w)).await.expect("search").into_inner().hits;
+        after
+            .record(t.elapsed().as_micros() as u64)
+            .expect("recorded");
+        found += u64::from(!hits.is_empty());
+    }
+    (after, found)
 }
 
 fn main() {
@@ -353,11 +381,11 @@ fn main() {
         }
     });
     println!("read-your-writes at {turns} indexed turns (search: limit 10, one subject)");
-    println!("| read_your_writes_wait_ms | search p50 / p99 (µs) | search right after an append p50 / p99 (µs) | found right after the append | appends/s at {APPENDERS} clients (other subjects) | search meanwhile p50 / p99 (µs) |");
+    println!("| read_your_writes_wait_ms | search p50 / p99 (µs) | search right after an append p50 / p99 (µs), found | the same, rounds {} ms apart | appends/s at {APPENDERS} clients (other subjects) | search meanwhile p50 / p99 (µs) |", PACED_GAP.as_millis());
     println!("|---:|---:|---:|---:|---:|---:|");
     for f in &rows {
         println!(
-            "| {} | {} / {} | {} / {} | {}/{} | {:.0} | {} / {} |",
+            "| {} | {} / {} | {} / {}, {}/{} | {} / {}, {}/{} | {:.0} | {} / {} |",
             f.wait_ms,
             f.search_p50_us,
             f.search_p99_us,
@@ -365,6 +393,10 @@ fn main() {
             f.after_write_p99_us,
             f.after_write_found,
             f.after_write_rounds,
+            f.paced_p50_us,
+            f.paced_p99_us,
+            f.paced_found,
+            f.paced_rounds,
             f.appends_per_second,
             f.under_load_p50_us,
             f.under_load_p99_us

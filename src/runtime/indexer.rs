@@ -8,13 +8,15 @@
 //! still in the store. The store is made durable before each index commit,
 //! so the index never holds a record that a crash can take back from the
 //! store (a write visible but not yet synced when the indexer read it).
-//! Writers nudge it after each write; it waits `COALESCE` so that the
-//! writes that follow share one commit, then applies them — at once when a
-//! read is waiting for them (read-your-writes, `memory::consistency`). It
-//! also polls, so a missed nudge delays an update by at most `POLL`.
+//! Writers nudge it after each write. A nudge after a quiet spell is
+//! applied at once; while writes keep coming, commits are at least
+//! `COALESCE` apart, so the writes of that time share one — unless a read
+//! is waiting for them (read-your-writes, `memory::consistency`), which
+//! wakes the indexer at once. It also polls, so a missed nudge delays an
+//! update by at most `POLL`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,10 +37,10 @@ const CHECKPOINT_ENTRIES: u64 = 50_000;
 const POLL: Duration = Duration::from_millis(500);
 /// Pause after a failed batch before it is retried.
 const RETRY: Duration = Duration::from_secs(1);
-/// After a nudge, and after a batch that was not full, wait this long so
-/// the writes that follow share one commit: at most about ten commits a
-/// second. A commit per write made tantivy's indexing and merge threads a
-/// third of the daemon's CPU under concurrent appends.
+/// Least time between two commits, unless a read waits: the writes of
+/// that time share one commit, at most about ten a second. A commit per
+/// write made tantivy's indexing and merge threads a third of the daemon's
+/// CPU under concurrent appends.
 const COALESCE: Duration = Duration::from_millis(100);
 
 /// Counters of the indexer.
@@ -57,6 +59,8 @@ pub struct IndexerStats {
 /// Handle to the indexer thread.
 pub struct Indexer {
     nudge: SyncSender<()>,
+    /// Cuts a pause short (a read waits, or the indexer stops).
+    hurry: SyncSender<()>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
     stats: Arc<IndexerStats>,
@@ -75,9 +79,11 @@ impl Indexer {
     ) -> Indexer {
         // One pending nudge is enough: the thread drains the whole outbox.
         let (tx, rx) = mpsc::sync_channel::<()>(1);
-        let waker = tx.clone();
+        let (hurry, hurried) = mpsc::sync_channel::<()>(1);
+        let (waker, hurry_waker) = (tx.clone(), hurry.clone());
         clock.set_waker(Box::new(move || {
             let _ = waker.try_send(());
+            let _ = hurry_waker.try_send(());
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(IndexerStats::default());
@@ -98,21 +104,31 @@ impl Indexer {
                     Err(e) => tracing::error!(error = %e, "checking the search index after a crash failed"),
                 }
                 let mut follower = Follower::new(store.as_ref(), &index, &counters, &consumer, &clock);
+                let pause = Pause {
+                    stop: &flag,
+                    clock: &clock,
+                    hurried: &hurried,
+                };
+                // When a batch was last applied.
+                let mut last = Instant::now() - COALESCE;
                 while !flag.load(Ordering::Acquire) {
                     let drained = follower.drain();
+                    if matches!(drained, Ok(n) if n > 0) {
+                        last = Instant::now();
+                    }
                     if let Err(e) = follower.checkpoint_if_due() {
                         counters.failures.fetch_add(1, Ordering::Relaxed);
                         tracing::error!(error = %e, "search index checkpoint failed; retrying");
                     }
                     match drained {
                         Ok(0) => match rx.recv_timeout(POLL.min(CHECKPOINT_EVERY)) {
-                            Ok(()) => pause(&flag, &clock, COALESCE),
+                            Ok(()) => pause.until(last + COALESCE),
                             Err(RecvTimeoutError::Timeout) => {}
                             Err(RecvTimeoutError::Disconnected) => break,
                         },
                         // A full batch: more is waiting.
                         Ok(n) if n >= BATCH => {}
-                        Ok(_) => pause(&flag, &clock, COALESCE),
+                        Ok(_) => pause.until(last + COALESCE),
                         Err(e) => {
                             counters.failures.fetch_add(1, Ordering::Relaxed);
                             tracing::error!(error = %e, "search index update failed; retrying");
@@ -129,6 +145,7 @@ impl Indexer {
             .expect("cannot start the indexer thread");
         Indexer {
             nudge: tx,
+            hurry,
             stop,
             thread: Mutex::new(Some(thread)),
             stats,
@@ -151,6 +168,7 @@ impl Indexer {
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         self.nudge();
+        let _ = self.hurry.try_send(());
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = thread {
             if t.join().is_err() {
@@ -192,15 +210,32 @@ fn rebuild_until_done(store: &dyn Store, index: &SearchIndex, stop: &AtomicBool)
     }
 }
 
-/// Sleeps for `time`, or less if `stop` is set or a read starts waiting
-/// for the index meanwhile.
-fn pause(stop: &AtomicBool, clock: &IndexClock, time: Duration) {
-    let step = Duration::from_millis(2);
-    let mut left = time;
-    while !left.is_zero() && !stop.load(Ordering::Acquire) && !clock.has_waiters() {
-        let nap = left.min(step);
-        std::thread::sleep(nap);
-        left -= nap;
+/// The indexer's wait between commits.
+struct Pause<'a> {
+    stop: &'a AtomicBool,
+    clock: &'a IndexClock,
+    /// Signalled when a read starts waiting, and at stop.
+    hurried: &'a Receiver<()>,
+}
+
+impl Pause<'_> {
+    /// Waits until `deadline` (not at all when it is past), or less if
+    /// the indexer stops or a read is waiting for the index.
+    fn until(&self, deadline: Instant) {
+        loop {
+            if self.stop.load(Ordering::Acquire) || self.clock.has_waiters() {
+                return;
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            // A signal left by a read that is gone already wakes this
+            // early; the loop looks again and waits on. (Timed out, or no
+            // sender left: done.)
+            if self.hurried.recv_timeout(left).is_err() {
+                return;
+            }
+        }
     }
 }
 
