@@ -109,8 +109,8 @@ impl Indexer {
                     clock: &clock,
                     hurried: &hurried,
                 };
-                // When a batch was last applied.
-                let mut last = Instant::now() - COALESCE;
+                // When a batch was last applied (none yet: long enough ago).
+                let mut last = Instant::now().checked_sub(COALESCE).unwrap_or_else(Instant::now);
                 while !flag.load(Ordering::Acquire) {
                     let drained = follower.drain();
                     if matches!(drained, Ok(n) if n > 0) {
@@ -335,5 +335,43 @@ impl<'a> Follower<'a> {
             self.ahead = 0;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pause_ends_at_its_deadline_at_stop_and_not_on_a_stale_signal() {
+        let (stop, clock) = (AtomicBool::new(false), IndexClock::default());
+        let (hurry, hurried) = mpsc::sync_channel::<()>(1);
+        let pause = Pause {
+            stop: &stop,
+            clock: &clock,
+            hurried: &hurried,
+        };
+        // A deadline already past: no wait.
+        let started = Instant::now();
+        pause.until(started);
+        assert!(started.elapsed() < Duration::from_secs(1));
+
+        // A signal left by a read that is gone: the pause waits on.
+        hurry.try_send(()).expect("signal");
+        let started = Instant::now();
+        pause.until(started + Duration::from_millis(50));
+        assert!(started.elapsed() >= Duration::from_millis(50));
+
+        // Stopping ends it long before its deadline.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                stop.store(true, Ordering::Release);
+                hurry.try_send(()).expect("signal");
+            });
+            let started = Instant::now();
+            pause.until(started + Duration::from_secs(30));
+            assert!(started.elapsed() < Duration::from_secs(10));
+        });
     }
 }
