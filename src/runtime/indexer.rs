@@ -1,15 +1,16 @@
 //! The indexer: one thread that rebuilds the index when it must, then
 //! follows the store's outbox — apply a batch of entries, make the store
-//! durable, commit the index (searchable at once, not synced), and now and
-//! then checkpoint: sync the index's files, then move the durable cursor
-//! past what the synced commits applied. A crash re-applies from the
+//! durable, show the batch to searches beside the index (`search/fresh.rs`),
+//! commit the index when the writes pause (searchable as before, not
+//! synced), and now and then checkpoint: commit, sync the index's files,
+//! then move the durable cursor past what the synced commits applied. A crash re-applies from the
 //! durable cursor, which is harmless (every document is replaced by its
 //! key); a crash before a commit loses nothing, since the entries are
 //! still in the store. The store is made durable before each index commit,
 //! so the index never holds a record that a crash can take back from the
 //! store (a write visible but not yet synced when the indexer read it).
 //! Writers nudge it after each write. A nudge after a quiet spell is
-//! applied at once; while writes keep coming, commits are at least
+//! applied at once; while writes keep coming, batches are at least
 //! `COALESCE` apart, so the writes of that time share one — unless a read
 //! is waiting for them (read-your-writes, `memory::consistency`), which
 //! wakes the indexer at once. It also polls, so a missed nudge delays an
@@ -37,10 +38,10 @@ const CHECKPOINT_ENTRIES: u64 = 50_000;
 const POLL: Duration = Duration::from_millis(500);
 /// Pause after a failed batch before it is retried.
 const RETRY: Duration = Duration::from_secs(1);
-/// Least time between two commits, unless a read waits: the writes of
-/// that time share one commit, at most about ten a second. A commit per
-/// write made tantivy's indexing and merge threads a third of the daemon's
-/// CPU under concurrent appends.
+/// Least time between two batches, unless a read waits: the writes of
+/// that time share one, at most about ten a second. (A commit per write
+/// made tantivy's indexing and merge threads a third of the daemon's CPU
+/// under concurrent appends; commits now wait for a pause in the writes.)
 const COALESCE: Duration = Duration::from_millis(100);
 
 /// Counters of the indexer.
@@ -121,11 +122,21 @@ impl Indexer {
                         tracing::error!(error = %e, "search index checkpoint failed; retrying");
                     }
                     match drained {
-                        Ok(0) => match rx.recv_timeout(POLL.min(CHECKPOINT_EVERY)) {
-                            Ok(()) => pause.until(last + COALESCE),
-                            Err(RecvTimeoutError::Timeout) => {}
-                            Err(RecvTimeoutError::Disconnected) => break,
-                        },
+                        Ok(0) => {
+                            // Quiet: commit what was shown beside the index
+                            // (searchable already), unless a read waits.
+                            if !clock.has_waiters() {
+                                if let Err(e) = follower.flush() {
+                                    counters.failures.fetch_add(1, Ordering::Relaxed);
+                                    tracing::error!(error = %e, "search index commit failed; retrying");
+                                }
+                            }
+                            match rx.recv_timeout(POLL.min(CHECKPOINT_EVERY)) {
+                                Ok(()) => pause.until(last + COALESCE),
+                                Err(RecvTimeoutError::Timeout) => {}
+                                Err(RecvTimeoutError::Disconnected) => break,
+                            }
+                        }
                         // A full batch: more is waiting.
                         Ok(n) if n >= BATCH => {}
                         Ok(_) => pause.until(last + COALESCE),
@@ -297,7 +308,6 @@ impl<'a> Follower<'a> {
         // it undid.
         self.index.apply(&StoredDocuments(self.store), &changes)?;
         self.stats.applied.fetch_add(n as u64, Ordering::Relaxed);
-        self.stats.commits.fetch_add(1, Ordering::Relaxed);
         self.applied = page.through;
         self.ahead += n as u64;
         self.clock.set_applied_ahead(self.ahead);
@@ -306,6 +316,15 @@ impl<'a> Follower<'a> {
             self.clock.applied_through(written);
         }
         Ok(n.max(1))
+    }
+
+    /// Commits what was applied and only shown beside the index.
+    fn flush(&mut self) -> crate::Result<()> {
+        if self.index.has_pending() {
+            self.index.flush()?;
+            self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Checkpoints when the commits since the last one are old or many
@@ -324,6 +343,7 @@ impl<'a> Follower<'a> {
         if self.applied == self.passed && !self.index.has_unsynced_files() {
             return Ok(());
         }
+        self.flush()?;
         self.index.checkpoint()?;
         self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
         if self.applied > self.passed {

@@ -16,6 +16,7 @@ use crate::error::Result;
 
 /// One segment's columns.
 struct Segment {
+    key: Option<StrColumn>,
     kind: Option<StrColumn>,
     subject: Option<StrColumn>,
     session: Option<StrColumn>,
@@ -78,6 +79,7 @@ fn open(searcher: &Searcher) -> Result<Vec<Segment>> {
         let str = |name: &str| fast.str(name).map_err(index_error);
         let u64 = |name: &str| fast.u64(name).map_err(index_error);
         segments.push(Segment {
+            key: str("doc_key")?,
             kind: str("kind")?,
             subject: str("subject")?,
             session: str("session_id")?,
@@ -121,6 +123,16 @@ impl Columns {
             }
         }
         Ok(&self.word)
+    }
+
+    /// The record's key (what it is replaced and deleted by).
+    pub(super) fn key(&mut self, addr: DocAddress) -> Result<String> {
+        Ok(self.word(addr, |s| &s.key)?.to_owned())
+    }
+
+    /// The record's session id ("" for a fact of no turn).
+    pub(super) fn session(&mut self, addr: DocAddress) -> Result<String> {
+        Ok(self.word(addr, |s| &s.session)?.to_owned())
     }
 
     /// The hit at `addr`, without its snippet; `None` for a document of no

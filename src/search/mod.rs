@@ -12,7 +12,9 @@
 //! fact never shows up, whatever the index lag. This module never reads
 //! storage itself.
 
+mod changes;
 mod checkpoint;
+mod fresh;
 mod identity;
 mod query;
 mod repair;
@@ -22,20 +24,19 @@ pub mod when;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument};
 
 use crate::error::{Error, Result};
-use crate::model::{Episode, Fact, FactOrigin, IndexChange, Session, Turn, UnixNanos};
+use crate::model::{Episode, Fact, IndexChange, Session, Turn, UnixNanos};
+use changes::{Op, Sink};
+use fresh::Fresh;
 pub use schema::turn_time;
-use schema::{
-    episode_key, fact_key, only_asks, role_tag, schema, seconds, session_key, turn_key, turn_text,
-    Fields, ANALYZER,
-};
+use schema::{schema, Fields, ANALYZER};
 
 /// Most hits a search may ask for.
 pub const MAX_LIMIT: u32 = 100;
@@ -103,6 +104,10 @@ const STOP_WORDS: &[&str] = &[
 const WRITER_BYTES: usize = 32 * 1024 * 1024;
 /// Records read per store call while rebuilding.
 const REBUILD_PAGE: usize = 1000;
+/// Most operations shown beside the index before they are committed
+/// (`fresh.rs`): every search scores those documents one by one. More (a
+/// bulk load) are committed at once.
+const FRESH_OPS: usize = 1024;
 
 /// What a hit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -188,11 +193,23 @@ fn index_error(e: tantivy::TantivyError) -> Error {
     Error::Storage(format!("search index: {e}"))
 }
 
+/// What a search reads.
+#[derive(Clone)]
+struct View {
+    disk: tantivy::Searcher,
+    fresh: Option<Arc<Fresh>>,
+}
+
 /// The search index.
 pub struct SearchIndex {
     index: Index,
     reader: IndexReader,
     writer: Mutex<IndexWriter<TantivyDocument>>,
+    /// What searches read: the last commit and the batches applied since
+    /// (`fresh.rs`), replaced together.
+    view: RwLock<View>,
+    /// The operations of those batches, committed by the next flush.
+    pending: Mutex<Vec<Op>>,
     f: Fields,
     ready: AtomicBool,
     columns: identity::ColumnCache,
@@ -239,10 +256,16 @@ impl SearchIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(index_error)?;
+        let view = RwLock::new(View {
+            disk: reader.searcher(),
+            fresh: None,
+        });
         let s = SearchIndex {
             index,
             reader,
             writer: Mutex::new(writer),
+            view,
+            pending: Mutex::default(),
             f,
             ready: AtomicBool::new(!rebuild),
             columns: identity::ColumnCache::default(),
@@ -251,6 +274,15 @@ impl SearchIndex {
             files,
         };
         Ok((s, rebuild))
+    }
+
+    /// What searches read now.
+    fn view(&self) -> View {
+        self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_view(&self, view: View) {
+        *self.view.write().unwrap_or_else(|p| p.into_inner()) = view;
     }
 
     fn open_dir(
@@ -335,245 +367,97 @@ impl SearchIndex {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn add_turn(
-        &self,
-        w: &IndexWriter<TantivyDocument>,
-        s: &Session,
-        t: &Turn,
-        neighbours: [Option<&Turn>; 2],
-    ) -> Result<()> {
-        let f = self.f;
-        let key = turn_key(&s.namespace, &s.session_id, t.seq);
-        w.delete_term(Term::from_field_text(f.doc_key, &key));
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.doc_key, &key);
-        doc.add_text(f.ns, &s.namespace);
-        doc.add_text(f.subject, &s.subject_id);
-        doc.add_text(f.session_key, session_key(&s.namespace, &s.session_id));
-        doc.add_text(f.session_id, &s.session_id);
-        doc.add_text(f.kind, Kind::Turn.tag());
-        doc.add_u64(f.seq, t.seq);
-        doc.add_text(f.role, role_tag(t.role));
-        let text = turn_text(t);
-        let context: Vec<&str> = neighbours
-            .into_iter()
-            .flatten()
-            .map(|n| n.content.as_str())
-            .collect();
-        self.add_scoped(
-            &mut doc,
-            (&s.namespace, &s.subject_id),
-            &text,
-            &context,
-            &t.speaker,
-        )?;
-        doc.add_text(f.text, text);
-        for c in context {
-            doc.add_text(f.context, c);
-        }
-        doc.add_text(f.speaker, &t.speaker);
-        doc.add_u64(f.time, seconds(turn_time(t)));
-        if t.tool_call.is_none() && only_asks(&t.content) {
-            doc.add_u64(f.asks, 1);
-        }
-        w.add_document(doc).map_err(index_error)?;
-        Ok(())
-    }
-
-    fn put_fact(
-        &self,
-        w: &IndexWriter<TantivyDocument>,
-        ns: &str,
-        id: &str,
-        fact: Option<&Fact>,
-    ) -> Result<()> {
-        let f = self.f;
-        let key = fact_key(ns, id);
-        w.delete_term(Term::from_field_text(f.doc_key, &key));
-        // Only current facts are searchable.
-        let Some(fact) = fact.filter(|x| x.is_current()) else {
-            return Ok(());
-        };
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.doc_key, &key);
-        doc.add_text(f.ns, ns);
-        doc.add_text(f.subject, &fact.subject_id);
-        doc.add_text(f.kind, Kind::Fact.tag());
-        doc.add_text(f.ref_id, &fact.fact_id);
-        // An extracted fact repeats a turn: remember which, so a search
-        // shows one of the two.
-        if fact.origin == FactOrigin::Extracted {
-            if let Some(src) = fact.sources.first() {
-                doc.add_text(f.session_id, &src.session_id);
-                doc.add_u64(f.seq, src.seq);
-            }
-        }
-        let text = if fact.key.is_empty() {
-            fact.text.clone()
-        } else {
-            format!("{}: {}", fact.key.replace(['_', '.', '-'], " "), fact.text)
-        };
-        self.add_scoped(&mut doc, (ns, &fact.subject_id), &text, &[], "")?;
-        doc.add_text(f.text, text);
-        doc.add_u64(f.time, seconds(fact.created_at));
-        w.add_document(doc).map_err(index_error)?;
-        Ok(())
-    }
-
-    fn put_episode(
-        &self,
-        w: &IndexWriter<TantivyDocument>,
-        ns: &str,
-        session_id: &str,
-        e: Option<&Episode>,
-    ) -> Result<()> {
-        let f = self.f;
-        let key = episode_key(ns, session_id);
-        w.delete_term(Term::from_field_text(f.doc_key, &key));
-        let Some(e) = e else { return Ok(()) };
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.doc_key, &key);
-        doc.add_text(f.ns, ns);
-        doc.add_text(f.subject, &e.subject_id);
-        doc.add_text(f.session_key, session_key(ns, session_id));
-        doc.add_text(f.session_id, session_id);
-        doc.add_text(f.kind, Kind::Episode.tag());
-        doc.add_text(f.ref_id, session_id);
-        let text = e.text();
-        self.add_scoped(&mut doc, (ns, &e.subject_id), &text, &[], "")?;
-        doc.add_text(f.text, text);
-        doc.add_u64(f.time, seconds(e.ended_at));
-        w.add_document(doc).map_err(index_error)?;
-        Ok(())
-    }
-
-    fn index_turns(
-        &self,
-        w: &IndexWriter<TantivyDocument>,
-        store: &dyn Documents,
-        session: &Session,
-        (first, last): (u64, u64),
-    ) -> Result<()> {
-        let (ns, sid) = (&session.namespace, &session.session_id);
-        // Each turn is indexed with its neighbours: start two turns early,
-        // and index the turn before `first` again, now that it has a turn
-        // after it.
-        let redo = first.saturating_sub(1).max(1);
-        let mut from = first.saturating_sub(2).max(1);
-        let (mut before, mut current): (Option<Turn>, Option<Turn>) = (None, None);
-        while from <= last {
-            let page = match store.turns(ns, sid, from, last, REBUILD_PAGE) {
-                Ok(p) => p,
-                // Deleted meanwhile: its SessionDeleted entry follows.
-                Err(Error::NotFound(_)) => return Ok(()),
-                Err(e) => return Err(e),
-            };
-            let Some(end) = page.last().map(|t| t.seq) else {
-                break;
-            };
-            for t in page {
-                if let Some(c) = current.as_ref().filter(|c| c.seq >= redo) {
-                    self.add_turn(w, session, c, [before.as_ref(), Some(&t)])?;
-                }
-                before = current.replace(t);
-            }
-            from = end + 1;
-        }
-        if let Some(c) = current.as_ref().filter(|c| c.seq >= redo) {
-            self.add_turn(w, session, c, [before.as_ref(), None])?;
-        }
-        Ok(())
-    }
-
-    fn apply_one(
-        &self,
-        w: &IndexWriter<TantivyDocument>,
-        store: &dyn Documents,
-        c: &IndexChange,
-    ) -> Result<()> {
-        match c {
-            IndexChange::Turns {
-                namespace,
-                session_id,
-                first_seq,
-                last_seq,
-            } => match store.session(namespace, session_id) {
-                Ok(s) => self.index_turns(w, store, &s, (*first_seq, *last_seq)),
-                Err(Error::NotFound(_)) => Ok(()),
-                Err(e) => Err(e),
-            },
-            IndexChange::SessionDeleted {
-                namespace,
-                session_id,
-            } => {
-                w.delete_term(Term::from_field_text(
-                    self.f.session_key,
-                    &session_key(namespace, session_id),
-                ));
-                Ok(())
-            }
-            IndexChange::TurnRemoved {
-                namespace,
-                session_id,
-                seq,
-            } => {
-                w.delete_term(Term::from_field_text(
-                    self.f.doc_key,
-                    &turn_key(namespace, session_id, *seq),
-                ));
-                // The turn before it was indexed with it as context.
-                match store.session(namespace, session_id) {
-                    Ok(s) if *seq > 1 && s.next_seq > *seq - 1 => {
-                        self.index_turns(w, store, &s, (*seq - 1, *seq - 1))
-                    }
-                    Ok(_) | Err(Error::NotFound(_)) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            }
-            IndexChange::Fact { namespace, fact_id } => {
-                let fact = match store.fact(namespace, fact_id) {
-                    Ok(f) => Some(f),
-                    Err(Error::NotFound(_)) => None,
-                    Err(e) => return Err(e),
-                };
-                self.put_fact(w, namespace, fact_id, fact.as_ref())
-            }
-            IndexChange::Episode {
-                namespace,
-                session_id,
-            } => {
-                let e = store.episode(namespace, session_id)?;
-                self.put_episode(w, namespace, session_id, e.as_ref())
-            }
-        }
-    }
-
-    /// Applies outbox entries and commits, after what they read from the
-    /// store was made durable. The commit is searchable at once and
-    /// durable after the next [`SearchIndex::checkpoint`]: only then may
-    /// the entries be acknowledged.
-    /// Applying an entry twice is harmless: every document is keyed, and
-    /// adding one replaces the document of the same key.
+    /// Applies outbox entries, after what they read from the store was
+    /// made durable: searchable when it returns, from the batches shown
+    /// beside the index (`fresh.rs`) until [`SearchIndex::flush`] commits
+    /// them — at once when they grow past [`FRESH_OPS`] operations (a bulk
+    /// load). A commit is durable after the next
+    /// [`SearchIndex::checkpoint`]: only then may the entries be
+    /// acknowledged. On failure nothing was applied. Applying an entry
+    /// twice is harmless: every document is keyed, and adding one replaces
+    /// the document of the same key.
     pub fn apply(&self, store: &dyn Documents, changes: &[IndexChange]) -> Result<()> {
+        let mut list = Sink::List(Vec::new());
+        for c in changes {
+            self.apply_one(&mut list, store, c)?;
+        }
+        store.durable()?;
+        let Sink::List(ops) = list else {
+            unreachable!("made as a list above")
+        };
+        let mut pending = self.pending();
+        if pending.len() + ops.len() > FRESH_OPS {
+            pending.extend(ops);
+            return self.flush_locked(&mut pending);
+        }
+        let mut analyzer = self
+            .index
+            .tokenizer_for_field(self.f.text)
+            .map_err(index_error)?;
+        let mut view = self.view();
+        let mut fresh = view.fresh.take().unwrap_or_default();
+        Arc::make_mut(&mut fresh).extend(&ops, &self.f, &mut analyzer);
+        view.fresh = Some(fresh);
+        self.set_view(view);
+        pending.extend(ops);
+        Ok(())
+    }
+
+    /// Whether applied entries wait for [`SearchIndex::flush`].
+    pub fn has_pending(&self) -> bool {
+        !self.pending().is_empty()
+    }
+
+    /// Commits what [`SearchIndex::apply`] showed beside the index
+    /// (searchable as before; durable after the next checkpoint). On
+    /// failure it stays shown and pending.
+    pub fn flush(&self) -> Result<()> {
+        let mut pending = self.pending();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.flush_locked(&mut pending)
+    }
+
+    fn flush_locked(&self, pending: &mut Vec<Op>) -> Result<()> {
         let mut w = self.writer();
-        let applied = changes
-            .iter()
-            .try_for_each(|c| self.apply_one(&w, store, c))
-            .and_then(|()| store.durable());
+        let applied = pending.iter().try_for_each(|op| {
+            match op {
+                Op::Delete(t) => {
+                    w.delete_term(t.clone());
+                }
+                Op::Add(doc) => {
+                    w.add_document(doc.clone()).map_err(index_error)?;
+                }
+            }
+            Ok(())
+        });
         if let Err(e) = applied {
-            // Leave the batch uncommitted: it is retried, and the
-            // documents it added are discarded.
             let _ = w.rollback();
             return Err(e);
         }
-        self.commit(&mut w)
+        self.commit(&mut w)?;
+        pending.clear();
+        Ok(())
     }
 
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<Op>> {
+        // A panic mid-apply leaves the list as it was or with the batch;
+        // either is what was shown.
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Commits and shows the commit to searches (with no batch beside it).
     fn commit(&self, w: &mut IndexWriter<TantivyDocument>) -> Result<()> {
         let mut prepared = w.prepare_commit().map_err(index_error)?;
         prepared.set_payload(COMPLETE);
         prepared.commit().map_err(index_error)?;
-        self.reader.reload().map_err(index_error)
+        self.reader.reload().map_err(index_error)?;
+        self.set_view(View {
+            disk: self.reader.searcher(),
+            fresh: None,
+        });
+        Ok(())
     }
 
     /// Rebuilds the whole index from the store; returns the documents
@@ -590,6 +474,8 @@ impl SearchIndex {
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64> {
         self.ready.store(false, Ordering::Release);
+        // What was shown is rebuilt from the store too.
+        self.pending().clear();
         let mut w = self.writer();
         w.delete_all_documents().map_err(index_error)?;
         // Until the final commit the payload says "incomplete".
@@ -608,7 +494,7 @@ impl SearchIndex {
             };
             after = Some(resume);
             for s in &sessions {
-                self.index_turns(&w, store, s, (1, s.last_seq()))?;
+                self.index_turns(&mut Sink::Writer(&w), store, s, (1, s.last_seq()))?;
                 docs += s.last_seq();
             }
             progress(docs);
@@ -617,7 +503,12 @@ impl SearchIndex {
         loop {
             let (facts, resume) = store.facts_after(from.as_deref(), REBUILD_PAGE)?;
             for fact in &facts {
-                self.put_fact(&w, &fact.namespace, &fact.fact_id, Some(fact))?;
+                self.put_fact(
+                    &mut Sink::Writer(&w),
+                    &fact.namespace,
+                    &fact.fact_id,
+                    Some(fact),
+                )?;
                 docs += u64::from(fact.is_current());
             }
             match resume {
@@ -629,7 +520,7 @@ impl SearchIndex {
         loop {
             let (eps, resume) = store.episodes_after(from.as_deref(), REBUILD_PAGE)?;
             for e in &eps {
-                self.put_episode(&w, &e.namespace, &e.session_id, Some(e))?;
+                self.put_episode(&mut Sink::Writer(&w), &e.namespace, &e.session_id, Some(e))?;
                 docs += 1;
             }
             match resume {

@@ -9,17 +9,19 @@ use std::ops::Bound;
 
 use tantivy::collector::TopDocs;
 use tantivy::query::{
-    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query,
+    RangeQuery, TermQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{DocAddress, Searcher, TantivyDocument, Term};
 
+use super::fresh::{Fresh, Plan, WithFresh, PHRASE_SLOP};
 use super::schema::{
     own_weight, session_key, ASKING_WEIGHT, CONTEXT_BOOST, PHRASE_BOOST, SPEAKER_BOOST,
     TIME_CUE_BOOST, WHEN_BOOST,
 };
-use super::scoped::{scope, Ranked};
+use super::scoped::{scope, At, Ranked};
 use super::{index_error, when, Hit, Kind, SearchIndex, SearchQuery};
 use crate::error::{Error, Result};
 
@@ -64,7 +66,7 @@ impl SearchIndex {
     /// records searched (the subject's when one is given, else any's).
     pub(super) fn speaker_words(
         &self,
-        searcher: &Searcher,
+        stats: &dyn Bm25StatisticsProvider,
         q: &SearchQuery,
         terms: &[String],
     ) -> Result<Vec<bool>> {
@@ -75,7 +77,7 @@ impl SearchIndex {
         };
         terms
             .iter()
-            .map(|t| Ok(searcher.doc_freq(&term(t)).map_err(index_error)? > 0))
+            .map(|t| Ok(stats.doc_freq(&term(t)).map_err(index_error)? > 0))
             .collect()
     }
 
@@ -139,7 +141,7 @@ impl SearchIndex {
                     .map(|t| Term::from_field_text(f.text, t))
                     .collect(),
             );
-            phrase.set_slop(2);
+            phrase.set_slop(PHRASE_SLOP);
             any.push((
                 Occur::Should,
                 Box::new(BoostQuery::new(Box::new(phrase), PHRASE_BOOST)),
@@ -238,26 +240,61 @@ impl SearchIndex {
     fn tiered(
         &self,
         searcher: &Searcher,
+        fresh: Option<&Fresh>,
         q: &SearchQuery,
-        scoring: &BooleanQuery,
-        terms: &[String],
+        (terms, named, cues): (&[String], &[bool], &[String]),
+        stats: &WithFresh<'_>,
         fetch: usize,
     ) -> Result<Vec<Ranked>> {
+        let scoring = self.scoring(q, terms, named, cues);
         let mut top = Vec::new();
         let mut seen = HashSet::new();
         for (tier, least) in [(0u8, 2), (1, 1)] {
             if top.len() >= fetch || least > terms.len() {
                 continue;
             }
-            let query = self.scoped(q, scoring, terms, least);
+            let query = self.scoped(q, &scoring, terms, least);
             let found = searcher
-                .search(&query, &TopDocs::with_limit(fetch))
+                .search_with_statistics_provider(&query, &TopDocs::with_limit(fetch), stats)
                 .map_err(index_error)?;
             for (score, addr) in found {
                 if top.len() < fetch && seen.insert(addr) {
-                    top.push((tier, score, addr));
+                    top.push((tier, score, At::Index(addr)));
                 }
             }
+        }
+        if let Some(fresh) = fresh {
+            let f = self.f;
+            let term = |field: Field, t: &str| Term::from_field_text(field, t);
+            let weighted: Vec<(Term, f32)> = terms
+                .iter()
+                .zip(named)
+                .flat_map(|(t, &named)| {
+                    let own = own_weight(named);
+                    [
+                        (term(f.text, t), own),
+                        (term(f.context, t), CONTEXT_BOOST * own),
+                        (term(f.speaker, t), SPEAKER_BOOST),
+                    ]
+                })
+                .chain(cues.iter().map(|t| (term(f.text, t), TIME_CUE_BOOST)))
+                .collect();
+            let plan = Plan {
+                query: q,
+                weighted: &weighted,
+                phrases: terms
+                    .windows(2)
+                    .filter(|_| q.phrases)
+                    .map(|p| [term(f.text, &p[0]), term(f.text, &p[1])])
+                    .collect(),
+                period: when::period(&q.query, q.reference_time),
+                words: terms
+                    .iter()
+                    .map(|t| ([term(f.text, t), term(f.speaker, t)], term(f.context, t)))
+                    .collect(),
+            };
+            let ranked = fresh.rank(&self.f, &plan, stats)?;
+            top.extend(ranked.into_iter().map(|(t, s, i)| (t, s, At::Fresh(i))));
         }
         Ok(top)
     }
@@ -280,23 +317,23 @@ impl SearchIndex {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let searcher = self.reader.searcher();
+        let view = self.view();
+        let (searcher, fresh) = (&view.disk, view.fresh.as_deref());
+        let stats = WithFresh {
+            index: searcher,
+            fresh,
+            f: &self.f,
+        };
         // Room for hits the store check drops.
         let fetch = q.limit * 2 + 10;
-        let named = self.speaker_words(&searcher, q, &terms)?;
+        let named = self.speaker_words(&stats, q, &terms)?;
         let cues = self.terms(when::answer_cues(&q.query))?;
-        let top = match self.pruned(&searcher, q, &terms, &named, &cues, fetch)? {
+        let top = match self.pruned(searcher, fresh, q, (&terms, &named, &cues), fetch)? {
             Some(top) => top,
-            None => self.tiered(
-                &searcher,
-                q,
-                &self.scoring(q, &terms, &named, &cues),
-                &terms,
-                fetch,
-            )?,
+            None => self.tiered(searcher, fresh, q, (&terms, &named, &cues), &stats, fetch)?,
         };
         let snippets = if q.snippets {
-            let mut g = SnippetGenerator::create(&searcher, &self.text_query(&terms), f.text)
+            let mut g = SnippetGenerator::create(searcher, &self.text_query(&terms), f.text)
                 .map_err(index_error)?;
             g.set_max_num_chars(SNIPPET_CHARS);
             Some(g)
@@ -306,28 +343,47 @@ impl SearchIndex {
         // Times, question marks and identities from their columns (a
         // document is read only for its snippet): a turn that only asks
         // weighs less, and recency only breaks ties.
-        let mut columns = self.columns.columns(&searcher)?;
-        let mut found: Vec<(u8, f32, u64, DocAddress)> = top
+        let mut columns = self.columns.columns(searcher)?;
+        let mut found: Vec<(u8, f32, u64, At)> = top
             .into_iter()
-            .map(|(tier, score, addr)| {
-                let score = if columns.asks(addr) {
-                    score * ASKING_WEIGHT
-                } else {
-                    score
+            .map(|(tier, score, at)| {
+                let (asks, time) = match (at, fresh) {
+                    (At::Fresh(i), Some(b)) => (b.asks(i), b.time(i)),
+                    (At::Index(addr), _) => (columns.asks(addr), columns.time(addr)),
+                    (At::Fresh(_), None) => (false, 0),
                 };
-                (tier, score, columns.time(addr), addr)
+                let score = if asks { score * ASKING_WEIGHT } else { score };
+                (tier, score, time, at)
             })
             .collect();
         found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(b.2.cmp(&a.2)));
         let mut hits = Vec::new();
         // Turns already shown, directly or as an extracted fact.
         let mut shown: HashSet<(String, u64)> = HashSet::new();
-        for (_, score, time, addr) in found {
+        for (_, score, time, at) in found {
             if hits.len() == q.limit {
                 break;
             }
-            let Some(mut hit) = columns.hit(addr, score, time)? else {
-                continue;
+            let mut hit = match (at, fresh) {
+                (At::Fresh(i), Some(b)) => match b.hit(i, score) {
+                    Some(hit) => hit,
+                    None => continue,
+                },
+                (At::Fresh(_), None) => continue,
+                (At::Index(addr), _) => {
+                    // A document the batch being committed replaces.
+                    if let Some(b) = fresh {
+                        let key = columns.key(addr)?;
+                        let session = session_key(&q.namespace, &columns.session(addr)?);
+                        if b.hides(&key, &session) {
+                            continue;
+                        }
+                    }
+                    match columns.hit(addr, score, time)? {
+                        Some(hit) => hit,
+                        None => continue,
+                    }
+                }
             };
             let turn = (hit.kind != Kind::Episode && hit.seq > 0)
                 .then(|| (hit.session_id.clone(), hit.seq));
@@ -336,7 +392,13 @@ impl SearchIndex {
             }
             if keep(&hit)? {
                 if let Some(g) = &snippets {
-                    hit.snippet = snippet(&searcher, g, f.text, addr)?;
+                    hit.snippet = match (at, fresh) {
+                        (At::Fresh(i), Some(b)) => snippet_of(g, b.text(i)),
+                        _ => match at {
+                            At::Index(addr) => snippet(searcher, g, f.text, addr)?,
+                            At::Fresh(_) => String::new(),
+                        },
+                    };
                 }
                 shown.extend(turn);
                 hits.push(hit);
@@ -346,8 +408,7 @@ impl SearchIndex {
     }
 }
 
-/// The snippet of the document at `addr`: the text around the query's
-/// words, or the text's beginning when none is found in it.
+/// The snippet of the document at `addr`.
 fn snippet(
     searcher: &Searcher,
     g: &SnippetGenerator,
@@ -355,13 +416,19 @@ fn snippet(
     addr: DocAddress,
 ) -> Result<String> {
     let doc: TantivyDocument = searcher.doc(addr).map_err(index_error)?;
-    let snippet = g.snippet_from_doc(&doc).fragment().to_owned();
-    if !snippet.is_empty() {
-        return Ok(snippet);
-    }
     let whole = doc
         .get_first(text)
         .and_then(|v| v.as_str())
         .unwrap_or_default();
-    Ok(whole.chars().take(SNIPPET_CHARS).collect())
+    Ok(snippet_of(g, whole))
+}
+
+/// The text around the query's words in `text`, or its beginning when
+/// none is found in it.
+fn snippet_of(g: &SnippetGenerator, text: &str) -> String {
+    let snippet = g.snippet(text).fragment().to_owned();
+    if !snippet.is_empty() {
+        return snippet;
+    }
+    text.chars().take(SNIPPET_CHARS).collect()
 }

@@ -190,7 +190,7 @@ impl SearchIndex {
                 // once.
                 w.delete_term(tantivy::Term::from_field_text(self.f.doc_key, key));
                 match change_of(key) {
-                    Some(c) => self.apply_one(&w, store, &c),
+                    Some(c) => self.apply_one(&mut super::changes::Sink::Writer(&w), store, &c),
                     None => Ok(()),
                 }
             })

@@ -33,6 +33,7 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{PreTokenizedString, Token};
 use tantivy::{DocAddress, DocSet, Searcher, TantivyDocument, Term, TERMINATED};
 
+use super::fresh::{Fresh, Plan, WithFresh};
 use super::schema::{own_weight, CONTEXT_BOOST, SPEAKER_BOOST, TIME_CUE_BOOST, WHEN_BOOST};
 use super::{index_error, when, SearchIndex, SearchQuery};
 use crate::error::Result;
@@ -47,9 +48,17 @@ const CANDIDATES_PER_HIT: usize = 2;
 /// costs about the same as a short one.
 pub(super) const LEADING_POSTINGS: u64 = 2_000;
 
+/// Where a candidate is: in the index, or in the batch being committed
+/// (`fresh.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum At {
+    Index(DocAddress),
+    Fresh(usize),
+}
+
 /// A candidate: its tier (0 = two of the query's words its own), score and
-/// address.
-pub(super) type Ranked = (u8, f32, DocAddress);
+/// place.
+pub(super) type Ranked = (u8, f32, At);
 
 /// What every word of a subject's records is prefixed with. Ids never hold
 /// a NUL (they are validated), so no two scopes share a prefix.
@@ -108,10 +117,9 @@ impl SearchIndex {
     pub(super) fn pruned(
         &self,
         searcher: &Searcher,
+        fresh: Option<&Fresh>,
         q: &SearchQuery,
-        terms: &[String],
-        named: &[bool],
-        cues: &[String],
+        (terms, named, cues): (&[String], &[bool], &[String]),
         fetch: usize,
     ) -> Result<Option<Vec<Ranked>>> {
         let Some(subject) = q.subject_id.as_deref() else {
@@ -140,12 +148,17 @@ impl SearchIndex {
                     .map(|t| (term(f.scoped_text, t), TIME_CUE_BOOST)),
             )
             .collect();
+        let with_fresh = WithFresh {
+            index: searcher,
+            fresh,
+            f: &self.f,
+        };
         let stats = Counted::new(
-            searcher,
+            &with_fresh,
             &weighted,
             [f.scoped_text, f.scoped_context, f.scoped_speaker],
         )?;
-        let (leading, rest) = by_postings(&stats, weighted, self.leading_postings);
+        let (leading, rest) = by_postings(&stats, weighted.clone(), self.leading_postings);
         let clauses: Vec<(Occur, Box<dyn Query>)> = leading
             .into_iter()
             .map(|(t, boost)| {
@@ -222,8 +235,29 @@ impl SearchIndex {
             .into_iter()
             .zip(matched)
             .filter(|(_, (_, any))| !check_any || *any)
-            .map(|((score, addr), (own, _))| (u8::from(terms.len() < 2 || own < 2), score, addr))
+            .map(|((score, addr), (own, _))| {
+                (u8::from(terms.len() < 2 || own < 2), score, At::Index(addr))
+            })
             .collect();
+        if let Some(fresh) = fresh {
+            let plan = Plan {
+                query: q,
+                weighted: &weighted,
+                phrases: Vec::new(),
+                period: when::period(&q.query, q.reference_time),
+                words: terms
+                    .iter()
+                    .map(|t| {
+                        (
+                            [term(f.scoped_text, t), term(f.scoped_speaker, t)],
+                            term(f.scoped_context, t),
+                        )
+                    })
+                    .collect(),
+            };
+            let ranked = fresh.rank(&self.f, &plan, &stats)?;
+            top.extend(ranked.into_iter().map(|(t, s, i)| (t, s, At::Fresh(i))));
+        }
         top.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
         top.truncate(fetch);
         Ok(Some(top))
@@ -234,7 +268,7 @@ impl SearchIndex {
 /// terms and the token totals of its fields read once: tantivy's weights
 /// would look each up again in every segment, for every query they run.
 struct Counted<'a> {
-    searcher: &'a Searcher,
+    base: &'a dyn Bm25StatisticsProvider,
     freqs: HashMap<Term, u64>,
     tokens: HashMap<Field, u64>,
     docs: u64,
@@ -242,25 +276,23 @@ struct Counted<'a> {
 
 impl<'a> Counted<'a> {
     fn new<const N: usize>(
-        searcher: &'a Searcher,
+        base: &'a dyn Bm25StatisticsProvider,
         weighted: &[(Term, f32)],
         fields: [Field; N],
     ) -> Result<Counted<'a>> {
         let mut freqs = HashMap::with_capacity(weighted.len());
         for (t, _) in weighted {
             if !freqs.contains_key(t) {
-                freqs.insert(t.clone(), searcher.doc_freq(t).map_err(index_error)?);
+                freqs.insert(t.clone(), base.doc_freq(t).map_err(index_error)?);
             }
         }
         let mut tokens = HashMap::with_capacity(N);
         for field in fields {
-            let n =
-                Bm25StatisticsProvider::total_num_tokens(searcher, field).map_err(index_error)?;
-            tokens.insert(field, n);
+            tokens.insert(field, base.total_num_tokens(field).map_err(index_error)?);
         }
-        let docs = Bm25StatisticsProvider::total_num_docs(searcher).map_err(index_error)?;
+        let docs = base.total_num_docs().map_err(index_error)?;
         Ok(Counted {
-            searcher,
+            base,
             freqs,
             tokens,
             docs,
@@ -277,7 +309,7 @@ impl Bm25StatisticsProvider for Counted<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
         match self.tokens.get(&field) {
             Some(&n) => Ok(n),
-            None => Bm25StatisticsProvider::total_num_tokens(self.searcher, field),
+            None => self.base.total_num_tokens(field),
         }
     }
 
@@ -288,7 +320,7 @@ impl Bm25StatisticsProvider for Counted<'_> {
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
         match self.freqs.get(term) {
             Some(&n) => Ok(n),
-            None => self.searcher.doc_freq(term),
+            None => self.base.doc_freq(term),
         }
     }
 }
@@ -499,8 +531,13 @@ mod tests {
         let mut w = idx.writer();
         for (i, t) in turns.iter().enumerate() {
             let before = i.checked_sub(1).map(|j| &turns[j]);
-            idx.add_turn(&w, &s, t, [before, turns.get(i + 1)])
-                .expect("indexed");
+            idx.add_turn(
+                &mut crate::search::changes::Sink::Writer(&w),
+                &s,
+                t,
+                [before, turns.get(i + 1)],
+            )
+            .expect("indexed");
         }
         idx.commit(&mut w).expect("committed");
         // A new index waits for its rebuild; this one is complete.
@@ -599,7 +636,7 @@ mod tests {
                 .speaker_words(&searcher, &pruned, &terms)
                 .expect("names");
             assert!(
-                idx.pruned(&searcher, &pruned, &terms, &named, &[], 10)
+                idx.pruned(&searcher, None, &pruned, (&terms, &named, &[]), 10)
                     .expect("ran")
                     .is_some(),
                 "{text}: takes the pruned path"
@@ -609,7 +646,7 @@ mod tests {
             let mut filtered = pruned.clone();
             filtered.session_id = Some("s1".into());
             assert!(idx
-                .pruned(&searcher, &filtered, &terms, &named, &[], 10)
+                .pruned(&searcher, None, &filtered, (&terms, &named, &[]), 10)
                 .expect("ran")
                 .is_none());
             let (a, b) = (hits(&idx, &pruned), hits(&idx, &filtered));
