@@ -418,47 +418,17 @@ impl Bm25StatisticsProvider for WithFresh<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::super::changes::Sink;
+    use super::super::scoped::tests::add_said;
     use super::super::View;
     use super::*;
-    use crate::model::{Role, Session, SessionSettings, Turn};
     use crate::search::SearchIndex;
 
-    const T0: i64 = 1_700_000_000 * 1_000_000_000;
-
-    fn turn(seq: u64, speaker: &str, content: &str) -> Turn {
-        Turn {
-            seq,
-            role: Role::User,
-            speaker: speaker.to_owned(),
-            content: content.to_owned(),
-            client_time: None,
-            // Ten days apart: a month a query names holds some of them.
-            server_time: T0 + i64::try_from(seq).unwrap_or(0) * 864_000_000_000_000,
-            tool_call: None,
-            metadata: BTreeMap::new(),
-            token_count: 1,
-        }
-    }
-
-    /// The operations that index `said` as turns `from..` of a session of
+    /// The operations that index `said` as turns `1..` of a session of
     /// `subject` (each with its neighbours).
     fn ops(idx: &SearchIndex, subject: &str, session: &str, said: &[(&str, &str)]) -> Vec<Op> {
-        let mut s = Session::new("ns", session, SessionSettings::default(), T0);
-        s.subject_id = subject.to_owned();
-        let turns: Vec<Turn> = said
-            .iter()
-            .enumerate()
-            .map(|(i, (speaker, t))| turn(i as u64 + 1, speaker, t))
-            .collect();
         let mut list = Sink::List(Vec::new());
-        for (i, t) in turns.iter().enumerate() {
-            let before = i.checked_sub(1).map(|j| &turns[j]);
-            idx.add_turn(&mut list, &s, t, [before, turns.get(i + 1)])
-                .expect("indexed");
-        }
+        add_said(idx, &mut list, ("ns", subject, session), said);
         let Sink::List(ops) = list else {
             unreachable!()
         };

@@ -370,7 +370,7 @@ impl SearchIndex {
     /// Applies outbox entries, after what they read from the store was
     /// made durable: searchable when it returns, from the batches shown
     /// beside the index (`fresh.rs`) until [`SearchIndex::flush`] commits
-    /// them — at once when they grow past [`FRESH_OPS`] operations (a bulk
+    /// them — at once when they grow past `FRESH_OPS` operations (a bulk
     /// load). A commit is durable after the next
     /// [`SearchIndex::checkpoint`]: only then may the entries be
     /// acknowledged. On failure nothing was applied. Applying an entry

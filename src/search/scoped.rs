@@ -482,7 +482,7 @@ fn words_matched(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
@@ -491,6 +491,7 @@ mod tests {
 
     const T0: i64 = 1_700_000_000 * 1_000_000_000;
 
+    /// A turn of `speaker`, turns ten days apart from [`T0`].
     fn turn(seq: u64, speaker: &str, content: &str) -> Turn {
         Turn {
             seq,
@@ -503,6 +504,28 @@ mod tests {
             tool_call: None,
             metadata: BTreeMap::new(),
             token_count: 1,
+        }
+    }
+
+    /// Adds `(speaker, text)` turns `1..` of one session (namespace,
+    /// subject, session id) to `sink`, each with its neighbours.
+    pub(in crate::search) fn add_said(
+        idx: &SearchIndex,
+        sink: &mut crate::search::changes::Sink<'_>,
+        (ns, subject, session): (&str, &str, &str),
+        said: &[(&str, &str)],
+    ) {
+        let mut s = Session::new(ns, session, SessionSettings::default(), T0);
+        s.subject_id = subject.to_owned();
+        let turns: Vec<Turn> = said
+            .iter()
+            .enumerate()
+            .map(|(i, (speaker, t))| turn(i as u64 + 1, speaker, t))
+            .collect();
+        for (i, t) in turns.iter().enumerate() {
+            let before = i.checked_sub(1).map(|j| &turns[j]);
+            idx.add_turn(sink, &s, t, [before, turns.get(i + 1)])
+                .expect("indexed");
         }
     }
 
@@ -521,24 +544,9 @@ mod tests {
         session: &str,
         said: &[(&str, &str)],
     ) {
-        let mut s = Session::new(ns, session, SessionSettings::default(), T0);
-        s.subject_id = subject.to_owned();
-        let turns: Vec<Turn> = said
-            .iter()
-            .enumerate()
-            .map(|(i, (speaker, t))| turn(i as u64 + 1, speaker, t))
-            .collect();
         let mut w = idx.writer();
-        for (i, t) in turns.iter().enumerate() {
-            let before = i.checked_sub(1).map(|j| &turns[j]);
-            idx.add_turn(
-                &mut crate::search::changes::Sink::Writer(&w),
-                &s,
-                t,
-                [before, turns.get(i + 1)],
-            )
-            .expect("indexed");
-        }
+        let mut sink = crate::search::changes::Sink::Writer(&w);
+        add_said(idx, &mut sink, (ns, subject, session), said);
         idx.commit(&mut w).expect("committed");
         // A new index waits for its rebuild; this one is complete.
         idx.ready.store(true, std::sync::atomic::Ordering::Release);
