@@ -252,8 +252,8 @@ impl Fresh {
         self.slots.get(i).and_then(|d| d.as_deref())
     }
 
-    /// Whether the index's document of `key` in `session_key` is hidden
-    /// (the batch replaces or deletes it).
+    /// Whether the index's document of `key` in `session_key` ("" for a
+    /// fact) is hidden: the fresh batches replace or delete it.
     pub(super) fn hides(&self, key: &str, session_key: &str) -> bool {
         self.keys.contains(key) || self.sessions.contains(session_key)
     }

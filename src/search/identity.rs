@@ -130,11 +130,6 @@ impl Columns {
         Ok(self.word(addr, |s| &s.key)?.to_owned())
     }
 
-    /// The record's session id ("" for a fact of no turn).
-    pub(super) fn session(&mut self, addr: DocAddress) -> Result<String> {
-        Ok(self.word(addr, |s| &s.session)?.to_owned())
-    }
-
     /// The hit at `addr`, without its snippet; `None` for a document of no
     /// known kind.
     pub(super) fn hit(&mut self, addr: DocAddress, score: f32, time: u64) -> Result<Option<Hit>> {

@@ -373,8 +373,8 @@ impl SearchIndex {
     /// them — at once when they grow past `FRESH_OPS` operations (a bulk
     /// load). A commit is durable after the next
     /// [`SearchIndex::checkpoint`]: only then may the entries be
-    /// acknowledged. On failure nothing was applied. Applying an entry
-    /// twice is harmless: every document is keyed, and adding one replaces
+    /// acknowledged. On failure the caller applies the entries again,
+    /// which is harmless: every document is keyed, and adding one replaces
     /// the document of the same key.
     pub fn apply(&self, store: &dyn Documents, changes: &[IndexChange]) -> Result<()> {
         let mut list = Sink::List(Vec::new());

@@ -371,18 +371,21 @@ impl SearchIndex {
                 },
                 (At::Fresh(_), None) => continue,
                 (At::Index(addr), _) => {
-                    // A document the batch being committed replaces.
+                    let Some(hit) = columns.hit(addr, score, time)? else {
+                        continue;
+                    };
+                    // A document the fresh batches replace or delete (a
+                    // fact is in no session's key).
                     if let Some(b) = fresh {
-                        let key = columns.key(addr)?;
-                        let session = session_key(&q.namespace, &columns.session(addr)?);
-                        if b.hides(&key, &session) {
+                        let session = match hit.kind {
+                            Kind::Fact => String::new(),
+                            _ => session_key(&q.namespace, &hit.session_id),
+                        };
+                        if b.hides(&columns.key(addr)?, &session) {
                             continue;
                         }
                     }
-                    match columns.hit(addr, score, time)? {
-                        Some(hit) => hit,
-                        None => continue,
-                    }
+                    hit
                 }
             };
             let turn = (hit.kind != Kind::Episode && hit.seq > 0)
