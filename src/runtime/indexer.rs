@@ -113,7 +113,12 @@ impl Indexer {
                 // When a batch was last applied (none yet: long enough ago).
                 let mut last = Instant::now().checked_sub(COALESCE).unwrap_or_else(Instant::now);
                 while !flag.load(Ordering::Acquire) {
-                    let drained = follower.drain();
+                    // Shown before its commit when a read waits for it or
+                    // after a quiet spell; under a stream of writes that no
+                    // read waits for, committed at once (showing costs each
+                    // search the scoring of the shown documents).
+                    let show = clock.has_waiters() || last.elapsed() >= COALESCE;
+                    let drained = follower.drain(show);
                     if matches!(drained, Ok(n) if n > 0) {
                         last = Instant::now();
                     }
@@ -289,8 +294,9 @@ impl<'a> Follower<'a> {
         }
     }
 
-    /// Applies one batch of the outbox; returns how many entries it held.
-    fn drain(&mut self) -> crate::Result<usize> {
+    /// Applies one batch of the outbox (shown before its commit when
+    /// `show`); returns how many entries it held.
+    fn drain(&mut self, show: bool) -> crate::Result<usize> {
         // Every write counted by now is in the outbox this read sees (a
         // shared store numbers its committed entries first).
         let written = self.clock.written();
@@ -306,7 +312,8 @@ impl<'a> Follower<'a> {
         // What the batch read from the store is made durable before the
         // index commits it: a crash cannot leave a document whose record
         // it undid.
-        self.index.apply(&StoredDocuments(self.store), &changes)?;
+        self.index
+            .apply(&StoredDocuments(self.store), &changes, show)?;
         self.stats.applied.fetch_add(n as u64, Ordering::Relaxed);
         self.applied = page.through;
         self.ahead += n as u64;

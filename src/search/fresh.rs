@@ -6,9 +6,10 @@
 //! every commit; a term dictionary per field) is several milliseconds
 //! even for one document — what a search right after a write used to
 //! wait for. So the indexer shows each batch to searches as soon as the
-//! store made it durable, as [`Fresh`] documents, and commits the batches
-//! when writes pause (or when they hold `FRESH_OPS` operations, or at a
-//! checkpoint); the view that shows the commit drops them. A search
+//! store made it durable, as [`Fresh`] documents (when a read waits for
+//! it or after a quiet spell), and commits the batches when writes pause
+//! (or when they hold `FRESH_OPS` operations, or at a checkpoint); the view
+//! that shows the commit drops them. A search
 //! scores the fresh documents here by the rules the index applies
 //! (`query.rs`, `scoped.rs`): the same terms, boosts, phrases and dates,
 //! BM25 from tantivy's own [`Bm25Weight`] over statistics that count the
@@ -185,6 +186,61 @@ pub(super) struct Fresh {
     at: HashMap<String, usize>,
     keys: HashSet<String>,
     sessions: HashSet<String>,
+    counts: Counts,
+}
+
+/// The fresh documents' statistics, kept as they come and go (a search
+/// asks for them many times): per field — text, context, speaker, then
+/// their scoped copies — the documents holding each term (by the term's
+/// text) and the words in all; and the documents.
+#[derive(Debug, Default, Clone)]
+struct Counts {
+    df: [HashMap<String, u32>; 6],
+    tokens: [u64; 6],
+    docs: u64,
+}
+
+impl Counts {
+    /// Which of the six fields `field` is.
+    fn slot(f: &Fields, field: Field) -> Option<usize> {
+        [
+            f.text,
+            f.context,
+            f.speaker,
+            f.scoped_text,
+            f.scoped_context,
+            f.scoped_speaker,
+        ]
+        .iter()
+        .position(|x| *x == field)
+    }
+
+    /// Counts `d` in (`sign` 1) or out (-1).
+    fn count(&mut self, d: &FreshDoc, sign: i64) {
+        self.docs = self.docs.saturating_add_signed(sign);
+        for (i, words) in d.words.iter().enumerate() {
+            let scoped = (!d.scope.is_empty()).then_some(i + 3);
+            for slot in std::iter::once(i).chain(scoped) {
+                self.tokens[slot] =
+                    self.tokens[slot].saturating_add_signed(sign * i64::from(words.len));
+                for w in words.at.keys() {
+                    let term = if slot < 3 {
+                        w.clone()
+                    } else {
+                        format!("{}{w}", d.scope)
+                    };
+                    if sign > 0 {
+                        *self.df[slot].entry(term).or_default() += 1;
+                    } else if let Some(n) = self.df[slot].get_mut(&term) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.df[slot].remove(&term);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// How a search ranks: the scored terms with their weights, the word
@@ -215,7 +271,9 @@ impl Fresh {
                     };
                     if term.field() == f.doc_key {
                         if let Some(i) = self.at.remove(text) {
-                            self.slots[i] = None;
+                            if let Some(d) = self.slots[i].take() {
+                                self.counts.count(&d, -1);
+                            }
                         }
                         self.keys.insert(text.to_owned());
                     } else if term.field() == f.session_key {
@@ -223,6 +281,7 @@ impl Fresh {
                             if slot.as_ref().is_some_and(|d| d.session_key == text) {
                                 if let Some(d) = slot.take() {
                                     self.at.remove(&d.key);
+                                    self.counts.count(&d, -1);
                                 }
                             }
                         }
@@ -232,8 +291,11 @@ impl Fresh {
                 Op::Add(doc) => {
                     let d = FreshDoc::of(doc, f, analyzer);
                     if let Some(i) = self.at.insert(d.key.clone(), self.slots.len()) {
-                        self.slots[i] = None;
+                        if let Some(old) = self.slots[i].take() {
+                            self.counts.count(&old, -1);
+                        }
                     }
+                    self.counts.count(&d, 1);
                     self.slots.push(Some(Arc::new(d)));
                 }
             }
@@ -346,11 +408,6 @@ impl Fresh {
         }
         Ok(out)
     }
-
-    /// Fresh documents holding `term`.
-    fn doc_freq(&self, f: &Fields, term: &Term) -> u64 {
-        self.docs().filter(|(_, d)| d.tf(f, term) > 0).count() as u64
-    }
 }
 
 impl FreshDoc {
@@ -399,19 +456,26 @@ pub(super) struct WithFresh<'a> {
 
 impl Bm25StatisticsProvider for WithFresh<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        let fresh: u64 = self.fresh.map_or(0, |b| {
-            b.docs().map(|(_, d)| u64::from(d.len(self.f, field))).sum()
-        });
+        let fresh = self
+            .fresh
+            .zip(Counts::slot(self.f, field))
+            .map_or(0, |(b, i)| b.counts.tokens[i]);
         Ok(self.index.total_num_tokens(field)? + fresh)
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        let fresh = self.fresh.map_or(0, |b| b.docs().count() as u64);
+        let fresh = self.fresh.map_or(0, |b| b.counts.docs);
         Ok(self.index.total_num_docs()? + fresh)
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let fresh = self.fresh.map_or(0, |b| b.doc_freq(self.f, term));
+        let value = term.value();
+        let fresh = self
+            .fresh
+            .zip(Counts::slot(self.f, term.field()))
+            .zip(value.as_str())
+            .and_then(|((b, i), text)| b.counts.df[i].get(text))
+            .map_or(0, |n| u64::from(*n));
         Ok(self.index.doc_freq(term)? + fresh)
     }
 }

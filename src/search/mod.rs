@@ -107,7 +107,7 @@ const REBUILD_PAGE: usize = 1000;
 /// Most operations shown beside the index before they are committed
 /// (`fresh.rs`): every search scores those documents one by one. More (a
 /// bulk load) are committed at once.
-const FRESH_OPS: usize = 1024;
+const FRESH_OPS: usize = 256;
 
 /// What a hit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -371,12 +371,12 @@ impl SearchIndex {
     /// made durable: searchable when it returns, from the batches shown
     /// beside the index (`fresh.rs`) until [`SearchIndex::flush`] commits
     /// them — at once when they grow past `FRESH_OPS` operations (a bulk
-    /// load). A commit is durable after the next
+    /// load), or when not `show` (committed with what was shown). A commit is durable after the next
     /// [`SearchIndex::checkpoint`]: only then may the entries be
     /// acknowledged. On failure the caller applies the entries again,
     /// which is harmless: every document is keyed, and adding one replaces
     /// the document of the same key.
-    pub fn apply(&self, store: &dyn Documents, changes: &[IndexChange]) -> Result<()> {
+    pub fn apply(&self, store: &dyn Documents, changes: &[IndexChange], show: bool) -> Result<()> {
         let mut list = Sink::List(Vec::new());
         for c in changes {
             self.apply_one(&mut list, store, c)?;
@@ -386,7 +386,7 @@ impl SearchIndex {
             unreachable!("made as a list above")
         };
         let mut pending = self.pending();
-        if pending.len() + ops.len() > FRESH_OPS {
+        if !show || pending.len() + ops.len() > FRESH_OPS {
             pending.extend(ops);
             return self.flush_locked(&mut pending);
         }

@@ -48,8 +48,8 @@ const CANDIDATES_PER_HIT: usize = 2;
 /// costs about the same as a short one.
 pub(super) const LEADING_POSTINGS: u64 = 2_000;
 
-/// Where a candidate is: in the index, or in the batch being committed
-/// (`fresh.rs`).
+/// Where a candidate is: in the index, or among the batches not committed
+/// yet (`fresh.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum At {
     Index(DocAddress),
