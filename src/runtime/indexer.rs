@@ -112,13 +112,17 @@ impl Indexer {
                 };
                 // When a batch was last applied (none yet: long enough ago).
                 let mut last = Instant::now().checked_sub(COALESCE).unwrap_or_else(Instant::now);
+                // Whether the last look at the outbox found nothing.
+                let mut idle = true;
                 while !flag.load(Ordering::Acquire) {
                     // Shown before its commit when a read waits for it or
-                    // after a quiet spell; under a stream of writes that no
-                    // read waits for, committed at once (showing costs each
-                    // search the scoring of the shown documents).
-                    let show = clock.has_waiters() || last.elapsed() >= COALESCE;
+                    // after a quiet spell (the last look found nothing);
+                    // under a stream of writes that no read waits for,
+                    // committed at once (showing costs each search the
+                    // scoring of the shown documents).
+                    let show = clock.has_waiters() || idle;
                     let drained = follower.drain(show);
+                    idle = matches!(drained, Ok(0));
                     if matches!(drained, Ok(n) if n > 0) {
                         last = Instant::now();
                     }
