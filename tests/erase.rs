@@ -186,7 +186,11 @@ async fn erase_removes_the_subject_everywhere_and_nothing_else_and_export_matche
     fill_subject(&mut c, "shop", "cust-42", "v").await;
     fill_subject(&mut c, "shop", "cust-7", "w").await;
     fill_subject(&mut c, "other", "cust-42", "v").await;
+    // Every subject's closed session has its episode (written after the
+    // close) before anything is compared.
     common::episodes_until(&mut c, "shop", "cust-42", 1).await;
+    common::episodes_until(&mut c, "shop", "cust-7", 1).await;
+    common::episodes_until(&mut c, "other", "cust-42", 1).await;
     common::search_until(&mut c, "shop", "cust-42", CANARY, |h| !h.is_empty()).await;
 
     // The export holds what the RPCs return.
