@@ -30,7 +30,32 @@ pub(super) enum Sink<'a> {
     List(Vec<Op>),
 }
 
+impl Op {
+    /// Gives the operation to a writer (the document copied: a shown
+    /// batch keeps its operations until their commit).
+    pub(super) fn apply(&self, w: &IndexWriter<TantivyDocument>) -> Result<()> {
+        match self {
+            Op::Delete(t) => {
+                w.delete_term(t.clone());
+            }
+            Op::Add(doc) => {
+                w.add_document(doc.clone()).map_err(index_error)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Sink<'_> {
+    /// A list sink's operations (none from a writer's, which applied
+    /// them as they came).
+    pub(super) fn into_ops(self) -> Vec<Op> {
+        match self {
+            Sink::Writer(_) => Vec::new(),
+            Sink::List(ops) => ops,
+        }
+    }
+
     fn delete(&mut self, t: Term) {
         match self {
             Sink::Writer(w) => {

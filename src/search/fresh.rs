@@ -132,20 +132,12 @@ impl FreshDoc {
     /// that field names in it (a scoped term's word without its prefix);
     /// `None` for another field or another subject's scope.
     fn word<'t>(&self, f: &Fields, field: Field, text: &'t str) -> Option<(usize, &'t str)> {
-        let scoped = |i: usize| {
-            (!self.scope.is_empty())
+        match Counts::slot(f, field)? {
+            i @ 0..3 => Some((i, text)),
+            i => (!self.scope.is_empty())
                 .then(|| text.strip_prefix(self.scope.as_str()))
                 .flatten()
-                .map(|w| (i, w))
-        };
-        match field {
-            x if x == f.text => Some((0, text)),
-            x if x == f.context => Some((1, text)),
-            x if x == f.speaker => Some((2, text)),
-            x if x == f.scoped_text => scoped(0),
-            x if x == f.scoped_context => scoped(1),
-            x if x == f.scoped_speaker => scoped(2),
-            _ => None,
+                .map(|w| (i - 3, w)),
         }
     }
 
@@ -160,16 +152,9 @@ impl FreshDoc {
 
     /// Words in `field` (a scoped field has them only with a subject).
     fn len(&self, f: &Fields, field: Field) -> u32 {
-        let fields = [
-            (f.text, 0, false),
-            (f.context, 1, false),
-            (f.speaker, 2, false),
-            (f.scoped_text, 0, true),
-            (f.scoped_context, 1, true),
-            (f.scoped_speaker, 2, true),
-        ];
-        match fields.iter().find(|(x, _, _)| *x == field) {
-            Some(&(_, i, scoped)) if !scoped || !self.scope.is_empty() => self.words[i].len,
+        match Counts::slot(f, field) {
+            Some(i @ 0..3) => self.words[i].len,
+            Some(i) if !self.scope.is_empty() => self.words[i - 3].len,
             _ => 0,
         }
     }
@@ -201,7 +186,8 @@ struct Counts {
 }
 
 impl Counts {
-    /// Which of the six fields `field` is.
+    /// Which of the six fields `field` is: 0–2 the text, context and
+    /// speaker, 3–5 their scoped copies.
     fn slot(f: &Fields, field: Field) -> Option<usize> {
         [
             f.text,
@@ -493,23 +479,13 @@ mod tests {
     fn ops(idx: &SearchIndex, subject: &str, session: &str, said: &[(&str, &str)]) -> Vec<Op> {
         let mut list = Sink::List(Vec::new());
         add_said(idx, &mut list, ("ns", subject, session), said);
-        let Sink::List(ops) = list else {
-            unreachable!()
-        };
-        ops
+        list.into_ops()
     }
 
     fn commit(idx: &SearchIndex, ops: Vec<Op>) {
         let mut w = idx.writer();
         for op in ops {
-            match op {
-                Op::Delete(t) => {
-                    w.delete_term(t);
-                }
-                Op::Add(d) => {
-                    w.add_document(d).expect("added");
-                }
-            }
+            op.apply(&w).expect("applied");
         }
         idx.commit(&mut w).expect("committed");
     }

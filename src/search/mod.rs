@@ -382,9 +382,7 @@ impl SearchIndex {
             self.apply_one(&mut list, store, c)?;
         }
         store.durable()?;
-        let Sink::List(ops) = list else {
-            unreachable!("made as a list above")
-        };
+        let ops = list.into_ops();
         let mut pending = self.pending();
         if !show || pending.len() + ops.len() > FRESH_OPS {
             pending.extend(ops);
@@ -421,17 +419,7 @@ impl SearchIndex {
 
     fn flush_locked(&self, pending: &mut Vec<Op>) -> Result<()> {
         let mut w = self.writer();
-        let applied = pending.iter().try_for_each(|op| {
-            match op {
-                Op::Delete(t) => {
-                    w.delete_term(t.clone());
-                }
-                Op::Add(doc) => {
-                    w.add_document(doc.clone()).map_err(index_error)?;
-                }
-            }
-            Ok(())
-        });
+        let applied = pending.iter().try_for_each(|op| op.apply(&w));
         if let Err(e) = applied {
             let _ = w.rollback();
             return Err(e);

@@ -17,10 +17,7 @@ use tantivy::snippet::SnippetGenerator;
 use tantivy::{DocAddress, Searcher, TantivyDocument, Term};
 
 use super::fresh::{Fresh, Plan, WithFresh, PHRASE_SLOP};
-use super::schema::{
-    own_weight, session_key, ASKING_WEIGHT, CONTEXT_BOOST, PHRASE_BOOST, SPEAKER_BOOST,
-    TIME_CUE_BOOST, WHEN_BOOST,
-};
+use super::schema::{session_key, weighted_terms, ASKING_WEIGHT, PHRASE_BOOST, WHEN_BOOST};
 use super::scoped::{scope, At, Ranked};
 use super::{index_error, when, Hit, Kind, SearchIndex, SearchQuery};
 use crate::error::{Error, Result};
@@ -107,34 +104,20 @@ impl SearchIndex {
         cues: &[String],
     ) -> BooleanQuery {
         let f = self.f;
-        let term = |field: Field, t: &str| -> Box<dyn Query> {
-            Box::new(TermQuery::new(
-                Term::from_field_text(field, t),
-                IndexRecordOption::WithFreqs,
-            ))
-        };
-        let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for (t, &named) in terms.iter().zip(named) {
-            let own = own_weight(named);
-            any.push((
+        let mut any: Vec<(Occur, Box<dyn Query>)> = weighted_terms(
+            [f.text, f.context, f.speaker],
+            (terms, named, cues),
+            Term::from_field_text,
+        )
+        .into_iter()
+        .map(|(t, boost)| {
+            let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
+            (
                 Occur::Should,
-                Box::new(BoostQuery::new(term(f.text, t), own)),
-            ));
-            any.push((
-                Occur::Should,
-                Box::new(BoostQuery::new(term(f.context, t), CONTEXT_BOOST * own)),
-            ));
-            any.push((
-                Occur::Should,
-                Box::new(BoostQuery::new(term(f.speaker, t), SPEAKER_BOOST)),
-            ));
-        }
-        for t in cues {
-            any.push((
-                Occur::Should,
-                Box::new(BoostQuery::new(term(f.text, t), TIME_CUE_BOOST)),
-            ));
-        }
+                Box::new(BoostQuery::new(q, boost)) as Box<dyn Query>,
+            )
+        })
+        .collect();
         for pair in terms.windows(2).filter(|_| q.phrases) {
             let mut phrase = PhraseQuery::new(
                 pair.iter()
@@ -266,19 +249,8 @@ impl SearchIndex {
         if let Some(fresh) = fresh {
             let f = self.f;
             let term = |field: Field, t: &str| Term::from_field_text(field, t);
-            let weighted: Vec<(Term, f32)> = terms
-                .iter()
-                .zip(named)
-                .flat_map(|(t, &named)| {
-                    let own = own_weight(named);
-                    [
-                        (term(f.text, t), own),
-                        (term(f.context, t), CONTEXT_BOOST * own),
-                        (term(f.speaker, t), SPEAKER_BOOST),
-                    ]
-                })
-                .chain(cues.iter().map(|t| (term(f.text, t), TIME_CUE_BOOST)))
-                .collect();
+            let weighted =
+                weighted_terms([f.text, f.context, f.speaker], (terms, named, cues), term);
             let plan = Plan {
                 query: q,
                 weighted: &weighted,

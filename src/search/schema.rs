@@ -4,6 +4,7 @@
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STRING,
 };
+use tantivy::Term;
 
 use crate::model::{Role, Turn, UnixNanos};
 
@@ -37,6 +38,30 @@ pub(super) const PHRASE_BOOST: f32 = 0.3;
 pub(super) const TIME_CUE_BOOST: f32 = 0.5;
 /// Score added to a record from the period a query names.
 pub(super) const WHEN_BOOST: f32 = 1.5;
+
+/// The query's scored terms and their weights, in the order every
+/// ranking path scores them: each word on a record's text, neighbours and
+/// speaker (`fields`, or their scoped copies), then the time cues on its
+/// text. `term` makes a field's term of a word.
+pub(super) fn weighted_terms(
+    [text, context, speaker]: [Field; 3],
+    (terms, named, cues): (&[String], &[bool], &[String]),
+    term: impl Fn(Field, &str) -> Term,
+) -> Vec<(Term, f32)> {
+    terms
+        .iter()
+        .zip(named)
+        .flat_map(|(t, &named)| {
+            let own = own_weight(named);
+            [
+                (term(text, t), own),
+                (term(context, t), CONTEXT_BOOST * own),
+                (term(speaker, t), SPEAKER_BOOST),
+            ]
+        })
+        .chain(cues.iter().map(|t| (term(text, t), TIME_CUE_BOOST)))
+        .collect()
+}
 
 /// Factor on the score of a turn that only asks ([`only_asks`]): a
 /// question is answered by a statement, and the turn asking it shares the

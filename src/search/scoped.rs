@@ -34,7 +34,7 @@ use tantivy::tokenizer::{PreTokenizedString, Token};
 use tantivy::{DocAddress, DocSet, Searcher, TantivyDocument, Term, TERMINATED};
 
 use super::fresh::{Fresh, Plan, WithFresh};
-use super::schema::{own_weight, CONTEXT_BOOST, SPEAKER_BOOST, TIME_CUE_BOOST, WHEN_BOOST};
+use super::schema::{weighted_terms, WHEN_BOOST};
 use super::{index_error, when, SearchIndex, SearchQuery};
 use crate::error::Result;
 
@@ -132,22 +132,11 @@ impl SearchIndex {
         let scope = scope(&q.namespace, subject);
         let f = self.f;
         let term = |field: Field, t: &str| Term::from_field_text(field, &format!("{scope}{t}"));
-        let weighted: Vec<(Term, f32)> = terms
-            .iter()
-            .zip(named)
-            .flat_map(|(t, &named)| {
-                let own = own_weight(named);
-                [
-                    (term(f.scoped_text, t), own),
-                    (term(f.scoped_context, t), CONTEXT_BOOST * own),
-                    (term(f.scoped_speaker, t), SPEAKER_BOOST),
-                ]
-            })
-            .chain(
-                cues.iter()
-                    .map(|t| (term(f.scoped_text, t), TIME_CUE_BOOST)),
-            )
-            .collect();
+        let weighted = weighted_terms(
+            [f.scoped_text, f.scoped_context, f.scoped_speaker],
+            (terms, named, cues),
+            term,
+        );
         let with_fresh = WithFresh {
             index: searcher,
             fresh,
