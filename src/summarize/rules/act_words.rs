@@ -241,6 +241,8 @@ pub(super) const NOT_WORK: &[&str] = &[
     "cry",
     "relax",
     "rest",
+    // Going somewhere: "I'm gonna head to bed", "I'll head home".
+    "head",
     "chill",
     "survive",
     "live",
@@ -318,6 +320,13 @@ pub(super) const INTENTS: &[&str] = &[
     "i must",
 ];
 
+/// Rest and the body's care: an intent to sleep, shower or eat is the
+/// speaker's evening told, not work anyone will check ("I'm gonna take a
+/// quick nap", "im going to hit the hay", "then I'm gonna eat").
+pub(super) const REST: &[&str] = &[
+    "nap", "shower", "bath", "bed", "sleep", "hay", "eat", "snack",
+];
+
 /// Words that hedge an intent into a maybe.
 pub(super) const HEDGES: &[&str] = &[
     "maybe",
@@ -331,6 +340,9 @@ pub(super) const HEDGES: &[&str] = &[
     "eventually",
     "hopefully",
     "i think i'll",
+    "i think i'm",
+    "i think im",
+    "i feel like",
     "i guess",
     "if i can",
     "if possible",
@@ -345,6 +357,8 @@ pub(super) const HEDGES: &[&str] = &[
 /// Phrases of cheering, attitude and social talk: encouragement,
 /// aspirations, pleasantries. They commit nobody to checkable work.
 pub(super) const SOCIAL: &[&str] = &[
+    // An opinion asked for, not work: "let me know what you think".
+    "let me know what you think",
     "keep it up",
     "keep going",
     "keep pushing",

@@ -25,7 +25,7 @@
 
 use super::act_words::{
     HABITS, HEDGES, INTENTS, INTENT_ADVERBS, INTERJECTIONS, LETS_ATTITUDE, NOT_WORK, ON_THE_SPOT,
-    SOCIAL, SOCIAL_QUESTIONS, TIME_WORDS, TRANSACTIONAL, VAGUE, WORK_VERBS,
+    REST, SOCIAL, SOCIAL_QUESTIONS, TIME_WORDS, TRANSACTIONAL, VAGUE, WORK_VERBS,
 };
 use super::*;
 
@@ -306,6 +306,13 @@ fn action_score(text: &str, n: &Norm) -> f32 {
     if on_the_spot || n.has_any(&["for a bit", "for a while"]) {
         s -= 0.3;
     }
+    // "I'm gonna take a quick nap": rest, not work.
+    if n.words[vat..(vat + 6).min(n.words.len())]
+        .iter()
+        .any(|w| has_word(REST, w))
+    {
+        s -= 0.3;
+    }
     // "I'll try using the search function": a tool about to be called.
     if n.has_any(&["function", "tool", "api", "endpoint"]) {
         s -= 0.3;
@@ -420,32 +427,58 @@ fn habit_penalty(n: &Norm) -> f32 {
 /// "Ana will send the deck by Friday": a third-person subject the cue rules
 /// matched. Concrete only with a work verb and an object or a date.
 fn third_person_score(text: &str, n: &Norm) -> f32 {
-    let Some(pos) = n.find_any(&["will", "to", "needs to", "should", "must", "is going to"]) else {
+    third_person_from(text, n, 0)
+}
+
+/// [`third_person_score`] for the first modal at or after word `from`.
+fn third_person_from(text: &str, n: &Norm, from: usize) -> f32 {
+    const MODALS: [&str; 6] = ["will", "to", "needs to", "should", "must", "is going to"];
+    // The earliest modal, and its length in words.
+    let Some((pos, len)) = MODALS
+        .iter()
+        .filter_map(|m| {
+            let len = m.split(' ').count();
+            (from..=n.words.len().checked_sub(len)?)
+                .find(|&i| m.split(' ').enumerate().all(|(k, p)| n.words[i + k] == p))
+                .map(|i| (i, len))
+        })
+        .min()
+    else {
         return 0.0;
     };
-    let Some((vat, verb)) = verb_after(n, pos + 1) else {
+    // "you should consider…" advises; "he still needs to set the
+    // boundary" is about someone outside the conversation. The subject
+    // is before the modal and the adverbs between ("they just need to",
+    // "you really have to").
+    let before = &n.words[..pos];
+    let obliged = before
+        .iter()
+        .rev()
+        .take_while(|w| is_between_subject_and_modal(w))
+        .any(|w| matches!(w.as_str(), "have" | "need" | "got"));
+    let subject = before
+        .iter()
+        .rev()
+        .find(|w| !is_between_subject_and_modal(w))
+        .map_or("", String::as_str);
+    // "I don't really need to take it outside": no work, negated.
+    if subject.ends_with("n't") || matches!(subject, "not" | "never" | "dont" | "doesnt") {
+        return 0.1;
+    }
+    // "Ana to draft the memo": a bare "to" gives work to a name; after
+    // anything else it is a purpose ("clothing is essential too, to
+    // allow for…") or an intent's ("I wanted to say…"), and a later
+    // modal may still give the work ("…is that we really need to test
+    // restarts").
+    if n.words[pos] == "to" && !obliged && !is_named_in(text, subject) {
+        return third_person_from(text, n, pos + 1);
+    }
+    let Some((vat, verb)) = verb_after(n, pos + len) else {
         return 0.0;
     };
     if has_word(NOT_WORK, verb) || is_stopword(verb) {
         return 0.2;
     }
-    // "you should consider…" advises; "he still needs to set the
-    // boundary" is about someone outside the conversation.
-    let subject = pos
-        .checked_sub(1)
-        .and_then(|i| n.words.get(i))
-        .map_or("", String::as_str);
-    // "you have to take into account…": the subject is before the modal.
-    let subject = if matches!(
-        subject,
-        "still" | "also" | "really" | "just" | "have" | "need" | "got"
-    ) {
-        pos.checked_sub(2)
-            .and_then(|i| n.words.get(i))
-            .map_or("", String::as_str)
-    } else {
-        subject
-    };
     if matches!(
         subject,
         "he" | "she" | "they" | "it" | "one" | "someone" | "people"
@@ -462,6 +495,12 @@ fn third_person_score(text: &str, n: &Norm) -> f32 {
     if subject == "you" {
         s -= 0.1;
     }
+    // "I just need to wear a hat": an obligation told, as in
+    // `action_score`; it takes a date to be a plan. "We need to test
+    // restarts" gives a team its work.
+    if obliged && subject == "i" {
+        s -= 0.3;
+    }
     if has_word(TRANSACTIONAL, verb) {
         s += 0.15;
     }
@@ -472,6 +511,36 @@ fn third_person_score(text: &str, n: &Norm) -> f32 {
         s += 0.15;
     }
     s - social_penalty(text, n) - conditional_penalty(n) - habit_penalty(n)
+}
+
+/// Whether `word` (lower-cased) is written capitalized in `text`: a name.
+fn is_named_in(text: &str, word: &str) -> bool {
+    !word.is_empty()
+        && text
+            .split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .any(|w| w.eq_ignore_ascii_case(word) && w.starts_with(|c: char| c.is_uppercase()))
+}
+
+/// Words that stand between a subject and its modal: adverbs ("they
+/// just need to", "I really have to") and the verb of an obligation
+/// ("have", "need", "got" before "to").
+fn is_between_subject_and_modal(w: &str) -> bool {
+    matches!(
+        w,
+        "still"
+            | "also"
+            | "really"
+            | "just"
+            | "only"
+            | "even"
+            | "actually"
+            | "definitely"
+            | "probably"
+            | "kinda"
+            | "have"
+            | "need"
+            | "got"
+    )
 }
 
 /// A request's confidence, or `None` when the sentence asks nothing.
@@ -490,6 +559,11 @@ fn request_score(text: &str, n: &Norm) -> Option<f32> {
     }
     let verb = verb_after(n, at).map_or("", |(_, v)| v);
     if has_word(NOT_WORK, verb) || n.has_any(SOCIAL_QUESTIONS) && !has_word(TRANSACTIONAL, verb) {
+        return Some(0.1);
+    }
+    // "Would you win…?", "would you ever try sea urchin?": a hypothetical
+    // put to the listener; "would you send…" asks for work.
+    if n.has("would you") && (n.has("would you ever") || !has_word(WORK_VERBS, verb)) {
         return Some(0.1);
     }
     let mut s: f32 = if has_word(WORK_VERBS, verb) {
@@ -573,6 +647,13 @@ fn decision_score(text: &str, n: &Norm) -> f32 {
     if n.has_any(&["i decided", "i've decided", "i had decided"]) {
         s -= 0.3;
     }
+    // "Switching with a person … would be pretty mind altering": what
+    // would be, not what was settled (in the item's first sentence: a
+    // proposal may give its reason after it, "That would be cheaper").
+    let first = text.split(['.', '!', '?']).next().unwrap_or_default();
+    if Norm::new(first).has_any(&["would be", "would have", "could be", "might be"]) {
+        s -= 0.3;
+    }
     s - social_penalty(text, n) - habit_penalty(n)
 }
 
@@ -612,6 +693,9 @@ fn question_score(text: &str, n: &Norm) -> f32 {
     if text.contains('!') {
         s -= 0.2;
     }
+    if is_speculation(n) || is_rhetorical_why(n) {
+        s -= 0.4;
+    }
     // "Maybe a low energy?": a guess offered, not a question owed an answer.
     if n.has_any(HEDGES) {
         s -= 0.3;
@@ -620,6 +704,36 @@ fn question_score(text: &str, n: &Norm) -> f32 {
         s += 0.1;
     }
     s
+}
+
+/// "What would they even list for their name?", "Would it be the name
+/// their owners gave them?": a conditional asked of no one present —
+/// wondering aloud, not a question someone owes an answer. Asked of the
+/// listener ("would you…", "what would you recommend?") or asking leave
+/// ("would it be possible to…") it stays a question.
+fn is_speculation(n: &Norm) -> bool {
+    let w = |i: usize| n.words.get(i).map_or("", String::as_str);
+    let at = usize::from(matches!(
+        w(0),
+        "why" | "how" | "what" | "when" | "where" | "who" | "which"
+    ));
+    matches!(w(at), "would" | "could" | "might")
+        && !matches!(w(at + 1), "you" | "u" | "ya" | "")
+        && !matches!(w(at + 3), "possible" | "ok" | "okay" | "alright" | "fine")
+}
+
+/// "Why make it a big deal?", "why bother?", "why not?": "why" before a
+/// bare verb or "not" argues a point; an asked "why" has an auxiliary or
+/// a subject after it ("why did…", "why is…", "why you…").
+fn is_rhetorical_why(n: &Norm) -> bool {
+    let Some(at) = n.find("why") else {
+        return false;
+    };
+    let next = n.words.get(at + 1).map_or("", String::as_str);
+    next == "not"
+        || !next.is_empty()
+            && !is_stopword(next)
+            && !matches!(next, "you" | "u" | "ya" | "people" | "everyone" | "someone")
 }
 
 #[cfg(test)]
@@ -800,6 +914,66 @@ mod tests {
                 "I'm just a night person yknow?",
                 "Remember how I said the lease ends in June?",
             ],
+        );
+    }
+
+    #[test]
+    fn a_word_before_a_comma_and_a_wondered_question_ask_nothing() {
+        assert_listed(
+            Act::Action,
+            &[
+                "Raj, add the index to the orders table.",
+                "Ana to draft the memo by Friday.",
+                "And one thing I wanted to say is that we really need to test restarts.",
+                "Would you send me the invoice?",
+            ],
+        );
+        assert_not_listed(
+            Act::Action,
+            &[
+                // A word and a comma, then no verb asked: no vocative.
+                "Absolutely, fashion is a form of self-expression.",
+                "Comfortable, flexible clothing is essential too, to allow for a full range of motion.",
+                "Anyways, enough about me.",
+                "Picasso, van gogh",
+                // The subject is before the adverbs and the modal.
+                "I think they'll be fine, they just need to slow down on releases",
+                "I just need to wear a hat and keep my ears warm",
+                // A hypothetical put to the listener, a place headed to, a feeling.
+                "Would you win in those stay in the circle the longest?",
+                "Im gonna head to bed",
+                "I feel like im gonna turn into a psychopath",
+                // Rest, a negated need, no verb asked for, an opinion asked.
+                "Im gonna take a quick nap i got a headache",
+                "I'm gonna wash up and take a shower then I'm gonna eat.",
+                "I have a cat and I don't really need to take it outside.",
+                "Please, a question and then get going answering it using research.",
+                "Let me know what you think if you decide to read any of them.",
+                // Shorter than a modal: nothing to find, nothing to panic on.
+                "needs",
+                "is going",
+                "to",
+            ],
+        );
+        assert_listed(
+            Act::Question,
+            &[
+                "Why did the deploy fail on Friday?",
+                "What would you recommend for a first trip to Japan?",
+                "Would it be possible to move the call to Monday?",
+            ],
+        );
+        assert_not_listed(
+            Act::Question,
+            &[
+                "What would they even list for their name?",
+                "Would it be the name their owners gave them?",
+                "But why make it a big deal if you told everyone before hand?",
+            ],
+        );
+        assert_not_listed(
+            Act::Decision,
+            &["Switching bodies with a stranger would be pretty mind altering."],
         );
     }
 }

@@ -240,6 +240,20 @@ pub(crate) fn vocative(sentence: &str) -> Option<(&str, &str)> {
         .then(|| (head.trim_start_matches('@'), &s[comma + 1..]))
 }
 
+/// A verb that asks for work when it opens what is said to someone
+/// ("Raj, add the index", "Furthermore, suggest some activities"): a verb
+/// of work or of an ask. Any other word there is not taken for one: after
+/// a word and a comma, English mostly goes on with a list or a clause
+/// ("Comfortable, flexible clothing is essential", "Absolutely, fashion
+/// is…"), and the word before the comma then names nobody.
+fn is_asked_verb(w: &str) -> bool {
+    super::act_words::WORK_VERBS.contains(&w)
+        || matches!(
+            w,
+            "suggest" | "recommend" | "provide" | "list" | "give" | "fetch" | "retrieve"
+        )
+}
+
 /// "Let me know how the dinner goes", "let me know what the vet says": a
 /// report on something named is asked of the listener ("let me know if
 /// you need anything" asks nothing).
@@ -296,12 +310,7 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
         // A verb of work or of an ask ("find", "suggest"), not a recipe's
         // step ("Finally, fold in the flour").
         let first = words(rest).into_iter().next().unwrap_or_default();
-        let asks = super::act_words::WORK_VERBS.contains(&first.as_str())
-            || matches!(
-                first.as_str(),
-                "suggest" | "recommend" | "provide" | "list" | "give" | "fetch" | "retrieve"
-            );
-        if asks
+        if is_asked_verb(&first)
             && rest.trim_start().starts_with(|c: char| c.is_lowercase())
             && !rest.trim_end().ends_with('?')
             && !has_negation(n)
@@ -368,6 +377,7 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
                 || is_empty_word(first)
                 || capitalized
                 || sentence.trim_end().ends_with('?')
+                || !is_asked_verb(first)
             {
                 return None;
             }
@@ -405,7 +415,12 @@ pub(crate) fn request(sentence: &str, n: &Norm) -> Option<OwnerCue> {
     if w(verb_at + 1) == "yourself" {
         return None;
     }
-    if verb.is_empty() || INFO_VERBS.contains(&verb) || has_negation(n) {
+    // "Please, a question and then…": no verb is asked for.
+    let determiner = matches!(
+        verb,
+        "a" | "an" | "the" | "this" | "that" | "these" | "those" | "my" | "your" | "some" | "any"
+    );
+    if verb.is_empty() || determiner || INFO_VERBS.contains(&verb) || has_negation(n) {
         return None;
     }
     if w(0) == "please" && NON_TASK_VERBS.contains(&verb) {
