@@ -156,7 +156,8 @@ async fn a_session_without_a_query_gets_its_state() {
     let b = query_bundle(&mut c, NS, "today", 1_000, "").await;
     let text = &b.rendered_text;
     // The first carried action is always admitted, naming its session and
-    // the day that session ended.
+    // the day it was said: the turn's client time (8 May 2023), not the
+    // day the daemon closed the session.
     assert!(
         text.contains("## Pending actions from earlier sessions"),
         "{text}"
@@ -165,7 +166,11 @@ async fn a_session_without_a_query_gets_its_state() {
         .lines()
         .find(|l| l.contains("revenue report for the second quarter"))
         .unwrap_or_else(|| panic!("{text}"));
-    assert!(first.contains("from session reports [#2], "), "{first}");
+    assert!(
+        first.ends_with("from session reports [#2], 8 May 2023"),
+        "{first}"
+    );
+
     assert!(
         !text.contains("## Relevant memory"),
         "no query, no retrieval:\n{text}"

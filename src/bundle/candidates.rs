@@ -11,8 +11,10 @@ use super::lines::{
     BYTES_PER_TOKEN_AT_MOST,
 };
 use super::recalled;
-use super::{BundleRequest, Inputs, Part, Section};
-use crate::model::{ActionStatus, CarriedAction, Priority, SessionState, SessionSummary};
+use super::{BundleRequest, Inputs, Part, Section, SubjectMemory};
+use crate::model::{
+    ActionStatus, CarriedAction, Priority, SessionState, SessionSummary, UnixNanos,
+};
 use crate::summarize::render;
 
 /// Cut order within a section: `prio` first, then oldest first. The
@@ -76,8 +78,9 @@ fn summary_candidates(s: &SessionSummary, pending_only: bool, out: &mut Vec<Cand
 }
 
 /// A carried action: the action in its own words, where it came from (its
-/// evidence seqs are another session's) and the day that session ended.
-fn carried_line(c: &CarriedAction) -> String {
+/// evidence seqs are another session's) and the day it was said (`said`;
+/// the day its session stopped when that turn is gone).
+fn carried_line(c: &CarriedAction, said: Option<UnixNanos>) -> String {
     let a = &c.action;
     let due = if a.deadline.is_empty() {
         String::new()
@@ -91,8 +94,16 @@ fn carried_line(c: &CarriedAction) -> String {
         render::status(a.status),
         c.action_ref.session_id,
         c.action_ref.action_seq,
-        day(c.ended_at)
+        day(said.unwrap_or(c.ended_at))
     )
+}
+
+/// The carried actions, oldest first.
+fn carried_candidates(m: &SubjectMemory, out: &mut Vec<Candidate>) {
+    for (i, c) in m.carried.iter().enumerate() {
+        let said = m.carried_said.get(i).copied().flatten();
+        out.push(item(Section::CarriedActions, i, carried_line(c, said)));
+    }
 }
 
 /// The subject's memory: carried actions (the oldest promise kept first
@@ -100,19 +111,13 @@ fn carried_line(c: &CarriedAction) -> String {
 /// older one out), facts and episodes (newest kept first).
 fn memory_candidates(inputs: &Inputs, out: &mut Vec<Candidate>) {
     let m = &inputs.memory;
-    for i in 0..m.carried.len() {
-        out.push(item(
-            Section::CarriedActions,
-            i,
-            carried_line(&m.carried[i]),
-        ));
-    }
+    carried_candidates(m, out);
     for i in (0..m.facts.len()).rev() {
         out.push(item(Section::Facts, i, fact_item_line(&m.facts[i])));
     }
     // Newest first in the input: key by position, newest kept first.
     for (i, e) in m.episodes.iter().enumerate() {
-        let (full, short) = episode_lines(e);
+        let (full, short) = episode_lines(e, m.episodes_last_said.get(i).copied().flatten());
         out.push(Candidate {
             section: Section::Episodes,
             share: Share::Section(Section::Episodes),
@@ -220,14 +225,7 @@ pub(super) fn candidates(inputs: &Inputs, req: &BundleRequest) -> Vec<Candidate>
         summary_candidates(sum, inputs.transcript, &mut out);
     }
     if inputs.transcript {
-        let m = &inputs.memory;
-        for i in 0..m.carried.len() {
-            out.push(item(
-                Section::CarriedActions,
-                i,
-                carried_line(&m.carried[i]),
-            ));
-        }
+        carried_candidates(&inputs.memory, &mut out);
     } else {
         memory_candidates(inputs, &mut out);
     }

@@ -157,10 +157,11 @@ fn clip(text: &str, max: usize) -> String {
 }
 
 /// An episode in full (topic, outcome, prose, still-pending actions) and
-/// its short form (topic and outcome only).
-pub(super) fn episode_lines(e: &Episode) -> (String, String) {
-    let (y, m, d) =
-        crate::summarize::rules::civil_from_days(e.ended_at.div_euclid(86_400_000_000_000));
+/// its short form (topic and outcome only). The day it ended is when its
+/// last summarized turn was said (`last_said`), else when it stopped.
+pub(super) fn episode_lines(e: &Episode, last_said: Option<UnixNanos>) -> (String, String) {
+    let ended = last_said.unwrap_or(e.ended_at);
+    let (y, m, d) = crate::summarize::rules::civil_from_days(ended.div_euclid(86_400_000_000_000));
     let day = format!("{y:04}-{m:02}-{d:02}");
     let head = format!(
         "- Session {} (ended {day}, {}): {}",
@@ -215,5 +216,39 @@ mod tests {
         assert_eq!(day(t), "8 May 2023");
         let t = days_from_civil(1999, 12, 31) * 86_400_000_000_000;
         assert_eq!(day(t), "31 December 1999");
+    }
+
+    #[test]
+    fn an_episode_ends_when_its_last_turn_was_said() {
+        let at = |y, m, d| days_from_civil(y, m, d) * 86_400_000_000_000;
+        let e = Episode {
+            namespace: "ns".into(),
+            subject_id: "s".into(),
+            session_id: "chat-1".into(),
+            started_at: at(2026, 12, 8),
+            ended_at: at(2026, 12, 8),
+            topic: "The lake trip".into(),
+            outcome: crate::model::Outcome::Resolved,
+            prose: String::new(),
+            user_intent: String::new(),
+            decisions: Vec::new(),
+            pending_actions: Vec::new(),
+            summary_version: 1,
+            last_seq: 4,
+            ended_as: SessionState::Closed,
+        };
+        // Imported history: its turns were said in 2023, the daemon
+        // closed the session today.
+        let (full, _) = episode_lines(&e, Some(at(2023, 5, 9)));
+        assert!(
+            full.starts_with("- Session chat-1 (ended 2023-05-09, "),
+            "{full}"
+        );
+        // Its last turn gone (retention): the day it stopped.
+        let (full, _) = episode_lines(&e, None);
+        assert!(
+            full.starts_with("- Session chat-1 (ended 2026-12-08, "),
+            "{full}"
+        );
     }
 }

@@ -60,7 +60,7 @@ use std::collections::BTreeMap;
 
 use crate::model::{
     ActionStatus, CarriedAction, Decision, Encoding, Episode, Fact, KeyFact, OpenQuestion,
-    PendingAction, Role, Session, SessionSummary, Turn,
+    PendingAction, Role, Session, SessionSummary, Turn, UnixNanos,
 };
 
 /// Smallest budget a bundle may be asked for.
@@ -410,10 +410,16 @@ pub struct Inputs {
 pub struct SubjectMemory {
     /// Pending actions of other sessions, not done.
     pub carried: Vec<CarriedAction>,
+    /// When each carried action was said (its first cited turn's time),
+    /// where that turn is still stored; shown instead of the day its
+    /// session stopped.
+    pub carried_said: Vec<Option<UnixNanos>>,
     /// Current facts, oldest first.
     pub facts: Vec<Fact>,
     /// Other sessions' episodes, newest first.
     pub episodes: Vec<Episode>,
+    /// When each episode's last summarized turn was said, where stored.
+    pub episodes_last_said: Vec<Option<UnixNanos>>,
 }
 
 /// Packs a bundle from what was gathered (pure: tokenizes, reads

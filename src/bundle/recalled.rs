@@ -104,7 +104,7 @@ pub(super) fn candidates(inputs: &Inputs, query: &str, out: &mut Vec<Candidate>)
                 c
             }
             RecalledItem::Episode(e) => {
-                let (full, short) = episode_lines(e);
+                let (full, short) = episode_lines(e, None);
                 Candidate {
                     section,
                     share: Share::Section(section),

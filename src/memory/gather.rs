@@ -13,7 +13,7 @@ use super::recall::{recall, Shown};
 use super::{validate, Memory};
 use crate::bundle::{self, Bundle, BundleRequest, Inputs, SubjectMemory, MIN_TURN_COST};
 use crate::error::{Error, Result};
-use crate::model::{ActionStatus, Role, Session};
+use crate::model::{ActionStatus, Role, Session, UnixNanos};
 use crate::store::Store;
 
 /// Turns read per store call while walking back.
@@ -181,11 +181,33 @@ fn subject_memory(store: &dyn Store, session: &Session, budget: u32) -> Result<S
     let mut episodes = store.list_episodes(ns, subject, None, max_episodes + 1)?;
     episodes.retain(|e| !mine(&e.session_id));
     episodes.truncate(max_episodes);
+    // The days shown are when things were said (a client importing a
+    // history sends the turns' own times), not when the daemon closed
+    // their session.
+    let carried_said = carried
+        .iter()
+        .map(|c| said_at(store, ns, &c.action_ref.session_id, c.action_ref.action_seq))
+        .collect::<Result<Vec<_>>>()?;
+    let episodes_last_said = episodes
+        .iter()
+        .map(|e| said_at(store, ns, &e.session_id, e.last_seq))
+        .collect::<Result<Vec<_>>>()?;
     Ok(SubjectMemory {
         carried,
+        carried_said,
         facts,
         episodes,
+        episodes_last_said,
     })
+}
+
+/// When a session's turn was said: the client's time, else the
+/// daemon's; `None` when the turn is gone (retention, erasure).
+fn said_at(store: &dyn Store, ns: &str, session_id: &str, seq: u64) -> Result<Option<UnixNanos>> {
+    Ok(store
+        .get_turns(ns, session_id, &[seq])?
+        .first()
+        .map(|t| t.client_time.unwrap_or(t.server_time)))
 }
 
 /// Most turns since the fold a bundle reads: enough for any block of
