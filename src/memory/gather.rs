@@ -183,15 +183,20 @@ fn subject_memory(store: &dyn Store, session: &Session, budget: u32) -> Result<S
     episodes.truncate(max_episodes);
     // The days shown are when things were said (a client importing a
     // history sends the turns' own times), not when the daemon closed
-    // their session.
-    let carried_said = carried
+    // their session: the client's time, else the daemon's; `None` for a
+    // turn gone (retention, erasure). One read for all of them.
+    let at: Vec<(&str, u64)> = carried
         .iter()
-        .map(|c| said_at(store, ns, &c.action_ref.session_id, c.action_ref.action_seq))
-        .collect::<Result<Vec<_>>>()?;
-    let episodes_last_said = episodes
-        .iter()
-        .map(|e| said_at(store, ns, &e.session_id, e.last_seq))
-        .collect::<Result<Vec<_>>>()?;
+        .map(|c| (c.action_ref.session_id.as_str(), c.action_ref.action_seq))
+        .chain(episodes.iter().map(|e| (e.session_id.as_str(), e.last_seq)))
+        .collect();
+    let mut said: Vec<Option<UnixNanos>> = store
+        .turns_at(ns, &at)?
+        .into_iter()
+        .map(|t| t.map(|t| t.client_time.unwrap_or(t.server_time)))
+        .collect();
+    let episodes_last_said = said.split_off(carried.len());
+    let carried_said = said;
     Ok(SubjectMemory {
         carried,
         carried_said,
@@ -199,15 +204,6 @@ fn subject_memory(store: &dyn Store, session: &Session, budget: u32) -> Result<S
         episodes,
         episodes_last_said,
     })
-}
-
-/// When a session's turn was said: the client's time, else the
-/// daemon's; `None` when the turn is gone (retention, erasure).
-fn said_at(store: &dyn Store, ns: &str, session_id: &str, seq: u64) -> Result<Option<UnixNanos>> {
-    Ok(store
-        .get_turns(ns, session_id, &[seq])?
-        .first()
-        .map(|t| t.client_time.unwrap_or(t.server_time)))
 }
 
 /// Most turns since the fold a bundle reads: enough for any block of

@@ -77,6 +77,26 @@ impl Sink<'_> {
 }
 
 impl SearchIndex {
+    /// Deletes the document keyed `key` and starts the one replacing it:
+    /// its key, namespace, subject and kind (a document is upserted by
+    /// its key).
+    fn replacing(
+        &self,
+        w: &mut Sink<'_>,
+        key: &str,
+        (ns, subject): (&str, &str),
+        kind: Kind,
+    ) -> TantivyDocument {
+        let f = self.f;
+        w.delete(Term::from_field_text(f.doc_key, key));
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.doc_key, key);
+        doc.add_text(f.ns, ns);
+        doc.add_text(f.subject, subject);
+        doc.add_text(f.kind, kind.tag());
+        doc
+    }
+
     pub(super) fn add_turn(
         &self,
         w: &mut Sink<'_>,
@@ -86,14 +106,9 @@ impl SearchIndex {
     ) -> Result<()> {
         let f = self.f;
         let key = turn_key(&s.namespace, &s.session_id, t.seq);
-        w.delete(Term::from_field_text(f.doc_key, &key));
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.doc_key, &key);
-        doc.add_text(f.ns, &s.namespace);
-        doc.add_text(f.subject, &s.subject_id);
+        let mut doc = self.replacing(w, &key, (&s.namespace, &s.subject_id), Kind::Turn);
         doc.add_text(f.session_key, session_key(&s.namespace, &s.session_id));
         doc.add_text(f.session_id, &s.session_id);
-        doc.add_text(f.kind, Kind::Turn.tag());
         doc.add_u64(f.seq, t.seq);
         doc.add_text(f.role, role_tag(t.role));
         let text = turn_text(t);
@@ -131,16 +146,12 @@ impl SearchIndex {
     ) -> Result<()> {
         let f = self.f;
         let key = fact_key(ns, id);
-        w.delete(Term::from_field_text(f.doc_key, &key));
         // Only current facts are searchable.
         let Some(fact) = fact.filter(|x| x.is_current()) else {
+            w.delete(Term::from_field_text(f.doc_key, &key));
             return Ok(());
         };
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.doc_key, &key);
-        doc.add_text(f.ns, ns);
-        doc.add_text(f.subject, &fact.subject_id);
-        doc.add_text(f.kind, Kind::Fact.tag());
+        let mut doc = self.replacing(w, &key, (ns, &fact.subject_id), Kind::Fact);
         doc.add_text(f.ref_id, &fact.fact_id);
         // An extracted fact repeats a turn: remember which, so a search
         // shows one of the two.
@@ -171,15 +182,13 @@ impl SearchIndex {
     ) -> Result<()> {
         let f = self.f;
         let key = episode_key(ns, session_id);
-        w.delete(Term::from_field_text(f.doc_key, &key));
-        let Some(e) = e else { return Ok(()) };
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.doc_key, &key);
-        doc.add_text(f.ns, ns);
-        doc.add_text(f.subject, &e.subject_id);
+        let Some(e) = e else {
+            w.delete(Term::from_field_text(f.doc_key, &key));
+            return Ok(());
+        };
+        let mut doc = self.replacing(w, &key, (ns, &e.subject_id), Kind::Episode);
         doc.add_text(f.session_key, session_key(ns, session_id));
         doc.add_text(f.session_id, session_id);
-        doc.add_text(f.kind, Kind::Episode.tag());
         doc.add_text(f.ref_id, session_id);
         let text = e.text();
         self.add_scoped(&mut doc, (ns, &e.subject_id), &text, &[], "")?;

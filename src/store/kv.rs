@@ -502,19 +502,25 @@ impl<E: Engine> SessionStore for KvStore<E> {
     }
 
     fn get_turns(&self, ns: &str, session_id: &str, seqs: &[u64]) -> Result<Vec<Turn>> {
-        let keys: Vec<Vec<u8>> = seqs
+        let at: Vec<(&str, u64)> = seqs.iter().map(|&seq| (session_id, seq)).collect();
+        Ok(self.turns_at(ns, &at)?.into_iter().flatten().collect())
+    }
+
+    fn turns_at(&self, ns: &str, at: &[(&str, u64)]) -> Result<Vec<Option<Turn>>> {
+        let keys: Vec<Vec<u8>> = at
             .iter()
-            .map(|&seq| keys::turn(ns, session_id, seq))
+            .map(|&(session_id, seq)| keys::turn(ns, session_id, seq))
             .collect();
-        let mut out = Vec::with_capacity(seqs.len());
-        for (&seq, value) in seqs.iter().zip(self.engine.get_many(&keys)?) {
-            if let Some(v) = value {
-                out.push(codec::decode(&v, || {
-                    format!("turn {seq} of session {ns}/{session_id}")
-                })?);
-            }
-        }
-        Ok(out)
+        at.iter()
+            .zip(self.engine.get_many(&keys)?)
+            .map(|(&(session_id, seq), value)| {
+                value
+                    .map(|v| {
+                        codec::decode(&v, || format!("turn {seq} of session {ns}/{session_id}"))
+                    })
+                    .transpose()
+            })
+            .collect()
     }
 
     fn scan_sessions(&self, after: Option<(&str, &str)>, limit: usize) -> Result<SessionScan> {

@@ -281,6 +281,11 @@ pub trait SessionStore {
     /// reads; the session record is not read.
     fn get_turns(&self, ns: &str, session_id: &str, seqs: &[u64]) -> Result<Vec<Turn>>;
 
+    /// The turns at `(session_id, seq)` of any sessions of `ns`, in the
+    /// order asked (`None` where absent), in one read of the engine (one
+    /// round trip on a shared database); session records are not read.
+    fn turns_at(&self, ns: &str, at: &[(&str, u64)]) -> Result<Vec<Option<Turn>>>;
+
     /// Sessions of every namespace after `(ns, session_id)`, at most `limit`
     /// (restart scans). Corrupt records are reported in `unreadable`, not
     /// as an error, so one damaged session cannot stop the daemon.
